@@ -1,0 +1,17 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+.PHONY: demo test lint bench setup
+
+setup:
+	./scripts/bootstrap.sh
+
+demo: setup
+	.venv/bin/txnwatch demo
+
+test: setup
+	.venv/bin/python -m pytest
+
+lint: setup
+	.venv/bin/ruff check .
+
+bench: setup
+	.venv/bin/python bench/decode.py

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Creates .venv (Python 3.11+) with txnwatch and its test extras, after checking for Java 17+.
+# Idempotent: re-running only reinstalls when pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "txnwatch: Java 17 or newer is required by Spark and was not found on PATH." >&2
+  echo "          Install a JDK 17+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and retry." >&2
+  exit 3
+fi
+java_major=$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+)(\.[0-9]+)*.*/\1/p' | head -1)
+if [ -z "$java_major" ] || [ "$java_major" -lt 17 ]; then
+  echo "txnwatch: Java 17 or newer is required by Spark; found: $(java -version 2>&1 | head -1)." >&2
+  echo "          Install a JDK 17+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and retry." >&2
+  exit 3
+fi
+
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3.12 python3.13 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      PY=$cand; break
+    fi
+  done
+fi
+if [ -z "$PY" ]; then
+  echo "txnwatch: Python 3.11 or newer is required and was not found (set PYTHON=/path/to/python3.11)." >&2
+  exit 3
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.txnwatch-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi

@@ -1,0 +1,1 @@
+"""txnwatch Spark application: sources, events, state machine, verdicts, sinks, CLI."""

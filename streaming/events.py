@@ -1,0 +1,202 @@
+"""The one event schema every source emits (DESIGN §5).
+
+Sources (``kafka``, ``segments``, ``dumps``) all turn what they read into rows of this schema;
+the state machine consumes nothing else. The field list is plain Python so that the pure
+decoders can build rows without importing Spark; :func:`spark_schema` and :func:`arrow_schema`
+derive the Spark and Arrow types from it.
+
+Kinds:
+
+``data``
+    A *span*: consecutive transactional data batches of one producer id on one partition within
+    one read, up to (not across) that producer's next control batch. ``first_offset`` is the
+    ``baseOffset`` of the first batch, ``last_offset`` the last offset of the last batch;
+    ``first_ts``/``last_ts`` are the first batch's first timestamp (``baseTimestamp``, or
+    ``maxTimestamp`` for LogAppendTime / delete-horizon batches) and the last batch's
+    ``maxTimestamp``; ``producer_epoch`` is the highest epoch in the span; ``batch_count``,
+    ``record_count`` (header counts) and ``bytes`` (on-disk batch sizes) are sums;
+    ``empty_batches`` counts batches with ``recordsCount = 0`` (compacted topics).
+    Non-transactional batches never produce events.
+``marker``
+    One control batch of a data partition: ``marker`` is COMMIT, ABORT, EMPTY (count-0 control
+    batch left by the cleaner) or another control type name; ``coordinator_epoch`` is the
+    EndTxnMarker's coordinatorEpoch; ``first_offset = last_offset`` = the marker's offset.
+``txn_state``
+    One ``__transaction_state`` record: ``topic``/``partition`` are the coordinator partition,
+    ``first_offset`` the record offset, ``coordinator_epoch`` the batch's partitionLeaderEpoch,
+    ``tombstone`` true for a null value. ``route_pid`` is the producer id the row is delivered to
+    (a record whose ``prev_producer_id`` differs is emitted twice, once per id).
+``snapshot``
+    One producer-state snapshot entry (``.snapshot`` file or its dump): ``first_offset`` =
+    CurrentTxnFirstOffset (null when no transaction is open), ``last_offset`` = LastOffset,
+    ``last_ts`` = Timestamp, epochs from the entry, ``snapshot_offset`` = the snapshot's offset.
+``progress``
+    One per partition per read: ``high_watermark``, ``lso``, ``log_start_offset`` and the read
+    time in ``event_time``. For log directories: ``high_watermark`` = end of the data read, ``lso``
+    derived from the transactions open at the end of the read (null when it cannot be known).
+``gap``
+    Bytes or lines that could not be read or are missing: ``reason`` and ``source_position``
+    say what and where; ``first_offset``/``last_offset`` bound the missing offsets when known.
+
+``event_time`` is the observation time that drives Spark's watermark: the read time on the live
+path, the newest input timestamp (or ``--as-of``) for files. It is never a record CreateTime of
+one producer, so one skewed client clock cannot advance every producer's timers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+KINDS = ("data", "marker", "txn_state", "snapshot", "progress", "gap")
+
+# (name, type) with type one of: string, long, int, short, bool, timestamp, array<string>.
+EVENT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("kind", "string"),  # one of KINDS
+    ("source", "string"),  # kafka | segments | dumps
+    ("cluster", "string"),  # cluster name from the configuration
+    ("topic", "string"),
+    ("partition", "int"),
+    ("route_pid", "long"),  # state key: the producer id this row is delivered to (-1: none)
+    ("producer_id", "long"),
+    ("producer_epoch", "int"),
+    ("first_offset", "long"),
+    ("last_offset", "long"),
+    ("first_ts", "long"),  # epoch ms
+    ("last_ts", "long"),  # epoch ms
+    ("batch_count", "long"),
+    ("record_count", "long"),
+    ("bytes", "long"),
+    ("empty_batches", "long"),
+    ("marker", "string"),  # COMMIT | ABORT | EMPTY | other control type
+    ("coordinator_epoch", "int"),
+    ("transactional_id", "string"),
+    ("tombstone", "bool"),
+    ("txn_state", "string"),
+    ("txn_partitions", "array<string>"),  # "topic-partition"; null vs empty kept apart
+    ("txn_timeout_ms", "long"),
+    ("txn_start_ts", "long"),
+    ("txn_last_update_ts", "long"),
+    ("prev_producer_id", "long"),
+    ("next_producer_id", "long"),
+    ("client_txn_version", "int"),
+    ("snapshot_offset", "long"),
+    ("high_watermark", "long"),
+    ("lso", "long"),
+    ("log_start_offset", "long"),
+    ("reason", "string"),  # gap reason
+    ("source_position", "string"),  # file and byte/line, or fetch position
+    ("event_time", "timestamp"),
+)
+FIELD_NAMES: tuple[str, ...] = tuple(n for n, _ in EVENT_FIELDS)
+FIELD_TYPES: dict[str, str] = dict(EVENT_FIELDS)
+
+_PANDAS_DTYPES = {
+    "string": "object",
+    "long": "Int64",
+    "int": "Int32",
+    "short": "Int16",
+    "bool": "boolean",
+    "timestamp": "datetime64[us, UTC]",
+    "array<string>": "object",
+}
+
+
+def spark_schema() -> StructType:
+    """The Spark ``StructType`` of the event table."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BooleanType,
+        IntegerType,
+        LongType,
+        ShortType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    simple = {
+        "string": StringType(),
+        "long": LongType(),
+        "int": IntegerType(),
+        "short": ShortType(),
+        "bool": BooleanType(),
+        "timestamp": TimestampType(),
+        "array<string>": ArrayType(StringType()),
+    }
+    return StructType([StructField(n, simple[t], True) for n, t in EVENT_FIELDS])
+
+
+def arrow_schema() -> pa.Schema:
+    """Arrow schema matching :func:`spark_schema` (what Python data sources must yield)."""
+    import pyarrow as pa
+
+    simple = {
+        "string": pa.string(),
+        "long": pa.int64(),
+        "int": pa.int32(),
+        "short": pa.int16(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "array<string>": pa.list_(pa.string()),
+    }
+    return pa.schema([(n, simple[t]) for n, t in EVENT_FIELDS])
+
+
+def ddl() -> str:
+    """Spark DDL string of the schema (for ``DataSource.schema``)."""
+    return ", ".join(f"`{n}` {t}" for n, t in EVENT_FIELDS)
+
+
+def make_row(kind: str, **fields: Any) -> dict[str, Any]:
+    """A full event row as a dict: every field present, unknown names rejected."""
+    unknown = set(fields) - set(FIELD_NAMES)
+    if unknown:
+        raise KeyError(f"unknown event fields: {sorted(unknown)}")
+    row = dict.fromkeys(FIELD_NAMES)
+    row.update(fields)
+    row["kind"] = kind
+    return row
+
+
+def empty_frame() -> pd.DataFrame:
+    """An empty pandas frame with the event columns and nullable dtypes."""
+    return to_frame([])
+
+
+def to_frame(rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    """Rows (dicts from :func:`make_row`, or a frame with a subset of columns) → typed frame.
+
+    ``event_time`` may be given as epoch milliseconds (int) or a timestamp.
+    """
+    import pandas as pd
+
+    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame.from_records(rows)
+    for name in FIELD_NAMES:
+        if name not in df.columns:
+            df[name] = None
+    df = df[list(FIELD_NAMES)]
+    for name, typ in EVENT_FIELDS:
+        col = df[name]
+        if typ == "timestamp":
+            if len(col) and col.notna().any() and pd.api.types.is_numeric_dtype(col.dropna()):
+                df[name] = pd.to_datetime(col, unit="ms", utc=True).astype(_PANDAS_DTYPES[typ])
+            else:
+                df[name] = pd.to_datetime(col, utc=True).astype(_PANDAS_DTYPES[typ])
+        elif typ in ("string", "array<string>"):
+            df[name] = col.astype("object").where(col.notna(), None)
+        else:
+            df[name] = col.astype(_PANDAS_DTYPES[typ])
+    return df.reset_index(drop=True)
+
+
+def to_arrow(df: pd.DataFrame) -> pa.RecordBatch:
+    """Typed event frame → Arrow record batch with :func:`arrow_schema` (for data sources)."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pandas(to_frame(df), schema=arrow_schema(), preserve_index=False)
