@@ -85,6 +85,7 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("next_producer_id", "long"),
     ("client_txn_version", "int"),
     ("snapshot_offset", "long"),
+    ("from_log_start", "bool"),  # this partition's reading began at its log start offset
     ("high_watermark", "long"),
     ("lso", "long"),
     ("log_start_offset", "long"),
@@ -150,7 +151,7 @@ def arrow_schema() -> pa.Schema:
 
 def ddl() -> str:
     """Spark DDL string of the schema (for ``DataSource.schema``)."""
-    return ", ".join(f"`{n}` {t}" for n, t in EVENT_FIELDS)
+    return ", ".join(f"{n} {'boolean' if t == 'bool' else t}" for n, t in EVENT_FIELDS)
 
 
 def make_row(kind: str, **fields: Any) -> dict[str, Any]:

@@ -1,0 +1,237 @@
+"""``txnwatch`` command line: run, scan, demo, inspect (and validate when available)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from streaming.config import ConfigError, engine_config, load
+
+log = logging.getLogger("txnwatch")
+
+
+class UsageError(Exception):
+    """Bad input named precisely; printed without a traceback, exit code 1."""
+
+
+def ensure_java() -> None:
+    """Spark needs Java 17+: say so plainly instead of a Py4J stack trace."""
+    java = shutil.which("java")
+    if os.environ.get("JAVA_HOME"):
+        cand = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
+        java = cand if os.path.exists(cand) else java
+    if not java:
+        raise UsageError("Java 17 or newer is required by Spark and was not found (install a JDK 17+, "
+                         "e.g. apt-get install openjdk-17-jre-headless, or set JAVA_HOME)")
+    try:
+        outp = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"cannot run {java}: {exc}") from None
+    m = re.search(r'version "(\d+)', outp)
+    if not m or int(m.group(1)) < 17:
+        raise UsageError(f"Java 17 or newer is required by Spark; {java} is: {outp.splitlines()[0] if outp else '?'}")
+
+
+def parse_time(value: str) -> int:
+    """``--as-of``: epoch milliseconds or an ISO-8601 time (UTC unless an offset is given)."""
+    if re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    try:
+        t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--as-of: expected epoch milliseconds or an ISO-8601 time, got {value!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return int(t.timestamp() * 1000)
+
+
+def _has_txn_state(paths: list[str]) -> bool:
+    from streaming.sources.logdir import list_partitions
+
+    for p in paths:
+        if os.path.isdir(p) and any(part.is_txn_state for part in list_partitions(p)):
+            return True
+    return False
+
+
+def _sort_findings(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(alerts, key=lambda a: (a["topic"], a["partition"], a["first_offset"], a["producer_id"]))
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    from streaming.sinks.console import format_table
+
+    cfg = load(args.config, overrides={"thresholds.max_timeout_ms": args.max_timeout_ms,
+                                       "thresholds.padding_ms": args.padding_ms,
+                                       "kafka.bootstrap_servers": args.bootstrap_server,
+                                       "cluster": args.cluster})
+    for p in args.paths:
+        if not os.path.exists(p):
+            raise UsageError(f"{p}: no such file or directory")
+    as_of = parse_time(args.as_of) if args.as_of else None
+    findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, master=args.master)
+    for g in gaps:
+        sys.stderr.write(f"gap: {g.get('source_position') or g.get('topic')}: {g.get('reason')}\n")
+    if args.json:
+        for a in findings:
+            sys.stdout.write(json.dumps(a) + "\n")
+    else:
+        sys.stdout.write(format_table(findings))
+    return 2 if any(a["status"] == "hanging" for a in findings) else 0
+
+
+def scan_paths(paths: list[str], cfg: dict[str, Any], *, as_of_ms: int | None = None, master: str | None = None,
+               spark=None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The one-shot scan: the streaming job run with an available-now trigger over the inputs.
+
+    Returns (findings = active late/hanging alerts sorted by topic, partition, first offset;
+    gap rows). Directories are log dirs (``segments`` source); files go to the ``dumps`` source,
+    which detects dump text, segments and snapshots by content.
+    """
+    from streaming.alerts import AlertConfig
+    from streaming.pipeline import SinkSet, spark_session, start_query
+
+    ensure_java()
+    spark = spark or spark_session(master=master or cfg["streaming"]["master"],
+                                   conf={"spark.sql.shuffle.partitions": str(cfg["streaming"]["shuffle_partitions"])})
+    dirs = [p for p in paths if os.path.isdir(p)]
+    files = [p for p in paths if not os.path.isdir(p)]
+    alert_cfg = AlertConfig(bootstrap_servers=cfg["kafka"]["bootstrap_servers"] or None)
+    gaps: list[dict[str, Any]] = []
+    findings: dict[str, dict[str, Any]] = {}
+    jobs: list[tuple[str, dict[str, str], bool]] = []
+    if len(dirs) + (1 if files else 0) > 1:
+        raise UsageError("scan: give one log directory, or dump/segment/snapshot files (not both)")
+    for d in dirs:
+        opts = {"path": d, "cluster": cfg["cluster"]}
+        jobs.append(("segments", opts, _has_txn_state([d])))
+    if files:
+        from streaming.sources.dumps import inputs_have_coordinator
+
+        opts = {"paths": json.dumps([os.path.abspath(f) for f in files]), "cluster": cfg["cluster"]}
+        jobs.append(("dumps", opts, inputs_have_coordinator(files)))
+    for fmt, opts, coord in jobs:
+        if as_of_ms is not None:
+            opts["as_of"] = str(as_of_ms)
+        ecfg = engine_config(cfg, coordinator_available=coord)
+        ck = tempfile.mkdtemp(prefix="txnwatch-scan-")
+        try:
+            sinks = SinkSet(on_batch=[lambda _b, s: gaps.extend(s["gaps"])])
+            q = start_query(spark, fmt, opts, ecfg, alert_cfg, sinks, ck, trigger={"availableNow": True})
+            q.awaitTermination()
+            from streaming.alerts import Enricher
+
+            enr = Enricher(alert_cfg, os.path.join(ck, "txnwatch-sink.json"))
+            for key, entry in enr.active.items():
+                findings[key] = entry["alert"]
+        finally:
+            shutil.rmtree(ck, ignore_errors=True)
+    return _sort_findings(list(findings.values())), gaps
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from streaming.inspect import run_inspect
+
+    txn = True if args.txn_log else None
+    return run_inspect(args.paths, as_json=args.json, hex_input=args.hex, txn_log=txn,
+                       validate_crc=not args.no_crc)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from streaming.demo import run_demo
+
+    ensure_java()
+    return run_demo(workdir=args.workdir, duration_s=args.duration, master=args.master)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from streaming.runner import run_job
+
+    ensure_java()
+    cfg = load(args.config, overrides={"kafka.bootstrap_servers": args.bootstrap_server, "cluster": args.cluster,
+                                       "streaming.checkpoint": args.checkpoint})
+    return run_job(cfg, source=args.source, path=args.path, once=args.once)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from streaming.quality import run_validate
+
+    ensure_java()
+    cfg = load(args.config)
+    return run_validate(args.paths, cfg, as_json=args.json)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="txnwatch", description="Find hanging Kafka transactions and print the "
+                                "exact abort commands.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("scan", help="one-shot scan of a log directory or dump/segment/snapshot files")
+    s.add_argument("paths", nargs="+")
+    s.add_argument("--as-of", help="evaluation time (epoch ms or ISO-8601); default: newest timestamp in the input")
+    s.add_argument("--max-timeout-ms", type=int)
+    s.add_argument("--padding-ms", type=int)
+    s.add_argument("--bootstrap-server", help="bootstrap servers written into the abort commands")
+    s.add_argument("--cluster")
+    s.add_argument("--config")
+    s.add_argument("--master", help="Spark master (default from config: local[2])")
+    s.add_argument("--json", action="store_true", help="one alert object per line (findings only)")
+    s.set_defaults(func=cmd_scan)
+
+    i = sub.add_parser("inspect", help="decode .log/.snapshot files or hex batches (kafka-dump-log replacement)")
+    i.add_argument("paths", nargs="+")
+    i.add_argument("--json", action="store_true")
+    i.add_argument("--hex", action="store_true", help="inputs are hex strings or .hex files")
+    i.add_argument("--txn-log", action="store_true", help="decode as __transaction_state")
+    i.add_argument("--no-crc", action="store_true", help="skip CRC-32C validation")
+    i.set_defaults(func=cmd_inspect)
+
+    d = sub.add_parser("demo", help="run the streaming job on a generated cluster log with hanging transactions")
+    d.add_argument("--workdir", help="keep the generated log, checkpoint and alerts here (default: a temp dir)")
+    d.add_argument("--duration", type=int, default=120, help="stop after this many seconds at most")
+    d.add_argument("--master", default="local[2]")
+    d.set_defaults(func=cmd_demo)
+
+    r = sub.add_parser("run", help="the always-on job")
+    r.add_argument("--source", choices=["kafka", "segments", "dumps"], default="kafka")
+    r.add_argument("--path", help="log dir (segments) or drop directory (dumps)")
+    r.add_argument("--config")
+    r.add_argument("--bootstrap-server")
+    r.add_argument("--cluster")
+    r.add_argument("--checkpoint")
+    r.add_argument("--once", action="store_true", help="process what is available, then stop")
+    r.set_defaults(func=cmd_run)
+
+    v = sub.add_parser("validate", help="run the data-quality suites over inputs")
+    v.add_argument("paths", nargs="+")
+    v.add_argument("--config")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=cmd_validate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s txnwatch %(levelname)s %(message)s")
+    try:
+        return args.func(args)
+    except (UsageError, ConfigError) as exc:
+        sys.stderr.write(f"txnwatch {args.cmd}: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

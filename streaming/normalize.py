@@ -1,0 +1,244 @@
+"""Decoded input → event rows (the "normalize" step of DESIGN §2). No Spark import.
+
+Every source calls these functions, whatever it read (Fetch bytes, segment files, dump text), so
+the same Kafka facts always become the same events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from streaming.events import make_row, to_frame
+from udfs.model import DecodeError, control_name
+
+
+def data_events(
+    cols: dict[str, np.ndarray],
+    *,
+    topic: str,
+    partition: int,
+    source: str,
+    cluster: str,
+    event_time_ms: int,
+    source_position: str | None = None,
+) -> pd.DataFrame:
+    """Spans and markers of one read of a data partition (DESIGN §4-§5).
+
+    Spans: per producer id, the transactional data batches between two of its control batches
+    are collapsed into one row. Batches whose CRC is known bad are left out (the caller emits a
+    gap for them). Non-transactional batches (plain or idempotent) never produce a row.
+    """
+    n = len(cols["base_offset"])
+    if n == 0:
+        return to_frame([])
+    keep = cols["is_transactional"] & (cols["producer_id"] >= 0) & (cols["crc_valid"] != 0)
+    if not keep.any():
+        return to_frame([])
+    df = pd.DataFrame({k: cols[k][keep] for k in (
+        "base_offset", "last_offset", "batch_size", "first_timestamp", "max_timestamp", "producer_id",
+        "producer_epoch", "record_count", "is_control", "control_type", "coordinator_epoch", "position")})
+    # A span ends at the producer's next control batch: number the stretches between markers.
+    df["stretch"] = df.groupby("producer_id")["is_control"].cumsum()
+    data = df[~df["is_control"]]
+    frames = []
+    if len(data):
+        g = data.groupby(["producer_id", "stretch"], sort=False)
+        spans = g.agg(
+            first_offset=("base_offset", "first"),
+            last_offset=("last_offset", "last"),
+            first_ts=("first_timestamp", "first"),
+            last_ts=("max_timestamp", "max"),
+            producer_epoch=("producer_epoch", "max"),
+            batch_count=("base_offset", "size"),
+            record_count=("record_count", "sum"),
+            bytes=("batch_size", "sum"),
+            empty_batches=("record_count", lambda s: int((s == 0).sum())),
+            first_position=("position", "first"),
+        ).reset_index()
+        spans["kind"] = "data"
+        spans["route_pid"] = spans["producer_id"]
+        frames.append(spans)
+    markers = df[df["is_control"]]
+    if len(markers):
+        m = pd.DataFrame({
+            "kind": "marker",
+            "producer_id": markers["producer_id"].to_numpy(),
+            "route_pid": markers["producer_id"].to_numpy(),
+            "producer_epoch": markers["producer_epoch"].to_numpy(),
+            "first_offset": markers["base_offset"].to_numpy(),
+            "last_offset": markers["base_offset"].to_numpy(),
+            "first_ts": markers["max_timestamp"].to_numpy(),
+            "last_ts": markers["max_timestamp"].to_numpy(),
+            "batch_count": 1,
+            "record_count": markers["record_count"].to_numpy(),
+            "bytes": markers["batch_size"].to_numpy(),
+            "empty_batches": (markers["record_count"] == 0).astype(int).to_numpy(),
+            "marker": [control_name(c) for c in markers["control_type"].tolist()],
+            "coordinator_epoch": markers["coordinator_epoch"].to_numpy(),
+            "first_position": markers["position"].to_numpy(),
+        })
+        frames.append(m)
+    out = pd.concat(frames, ignore_index=True)
+    out = out.sort_values(["first_offset"], kind="stable").reset_index(drop=True)
+    out["topic"] = topic
+    out["partition"] = partition
+    out["source"] = source
+    out["cluster"] = cluster
+    out["event_time"] = event_time_ms
+    prefix = source_position or f"{topic}-{partition}"
+    out["source_position"] = [f"{prefix}@{p}" for p in out["first_position"].tolist()]
+    return to_frame(out.drop(columns=["first_position", "stretch"], errors="ignore"))
+
+
+def txn_state_events(
+    records: Iterable[dict[str, Any]],
+    *,
+    partition: int,
+    source: str,
+    cluster: str,
+    event_time_ms: int,
+    source_position: str | None = None,
+    topic: str = "__transaction_state",
+) -> pd.DataFrame:
+    """One row per ``__transaction_state`` record with ``route_pid`` = its producer id (-1 for
+    tombstones). Call :func:`route_coordinator_records` on the result before handing it to the
+    state machine: that is what delivers a record to *every* producer id it concerns.
+    """
+    rows = []
+    prefix = source_position or f"{topic}-{partition}"
+    for r in records:
+        pid = r.get("producer_id")
+        rows.append(make_row(
+            "txn_state", source=source, cluster=cluster, topic=topic, partition=partition,
+            route_pid=pid if pid is not None else -1,
+            producer_id=pid, producer_epoch=r.get("producer_epoch"),
+            first_offset=r["offset"], last_offset=r["offset"], first_ts=r.get("timestamp"),
+            last_ts=r.get("timestamp"), coordinator_epoch=r.get("coordinator_epoch"),
+            transactional_id=r.get("transactional_id"), tombstone=bool(r.get("tombstone")),
+            txn_state=r.get("txn_state"), txn_partitions=r.get("txn_partitions"),
+            txn_timeout_ms=r.get("txn_timeout_ms"), txn_start_ts=r.get("txn_start_ts"),
+            txn_last_update_ts=r.get("txn_last_update_ts"), prev_producer_id=r.get("prev_producer_id"),
+            next_producer_id=r.get("next_producer_id"), client_txn_version=r.get("client_txn_version"),
+            event_time=event_time_ms, source_position=f"{prefix}@{r.get('position')}",
+        ))
+    return to_frame(rows)
+
+
+def route_coordinator_records(events: pd.DataFrame, known: dict[str, int]) -> pd.DataFrame:
+    """Fan ``txn_state`` rows out to every producer id they concern (DESIGN §6).
+
+    A record for transactional id T goes to its own producer id and, when T was last mapped to
+    another id P (``known``, or the v1 ``PreviousProducerId`` tag of 4.3+ coordinators), also to
+    P, so P's state learns it was superseded (new InitProducerId after expiry, TV2 rotation). A
+    tombstone goes to the id T was last mapped to. ``known`` (transactional id → last producer
+    id) must cover T's history before ``events`` (sources re-read the coordinator partition from
+    its start when they lack it) and is updated in place. Rows must be in offset order.
+    """
+    if events.empty:
+        return events
+    out = []
+    for row in events.to_dict("records"):
+        tid = row["transactional_id"]
+        before = known.get(tid)
+        targets: list[int] = []
+        if not row["tombstone"]:
+            pid = int(row["producer_id"])
+            targets.append(pid)
+            prev = row.get("prev_producer_id")
+            for other in (before, None if prev is None or pd.isna(prev) else int(prev)):
+                if other is not None and other >= 0 and other not in targets:
+                    targets.append(other)
+            known[tid] = pid
+        else:
+            if before is not None:
+                targets.append(before)
+            known.pop(tid, None)
+        if not targets:
+            targets = [-1]  # a tombstone for an id never seen: nothing to tell anyone
+        for t in targets:
+            out.append({**row, "route_pid": t})
+    return to_frame(out)
+
+
+def snapshot_events(
+    entries: Iterable[dict[str, Any]],
+    *,
+    topic: str,
+    partition: int,
+    snapshot_offset: int,
+    source: str,
+    cluster: str,
+    event_time_ms: int,
+    source_position: str | None = None,
+) -> pd.DataFrame:
+    """One row per producer snapshot entry (detection.md §1: seeds open transactions)."""
+    rows = []
+    for e in entries:
+        first = e["current_txn_first_offset"]
+        rows.append(make_row(
+            "snapshot", source=source, cluster=cluster, topic=topic, partition=partition,
+            route_pid=e["producer_id"], producer_id=e["producer_id"], producer_epoch=e["producer_epoch"],
+            first_offset=first if first >= 0 else None,
+            last_offset=e["last_offset"] if e["last_offset"] >= 0 else None,
+            first_ts=e["timestamp"] if first >= 0 else None, last_ts=e["timestamp"],
+            coordinator_epoch=e["coordinator_epoch"], snapshot_offset=snapshot_offset,
+            event_time=event_time_ms, source_position=source_position,
+        ))
+    return to_frame(rows)
+
+
+def progress_event(
+    *,
+    topic: str,
+    partition: int,
+    source: str,
+    cluster: str,
+    event_time_ms: int,
+    high_watermark: int | None,
+    lso: int | None,
+    log_start_offset: int | None,
+    source_position: str | None = None,
+) -> dict[str, Any]:
+    """The one progress row that ends every read of a partition."""
+    return make_row("progress", source=source, cluster=cluster, topic=topic, partition=partition,
+                    route_pid=-1, high_watermark=high_watermark, lso=lso, log_start_offset=log_start_offset,
+                    event_time=event_time_ms, source_position=source_position)
+
+
+def gap_event(
+    error: DecodeError | str,
+    *,
+    topic: str | None,
+    partition: int | None,
+    source: str,
+    cluster: str,
+    event_time_ms: int,
+    first_offset: int | None = None,
+    last_offset: int | None = None,
+) -> dict[str, Any]:
+    """A ``gap`` row: unreadable or missing input, with the reason and where it was."""
+    if isinstance(error, DecodeError):
+        reason = error.reason
+        where = f"{error.source or (f'{topic}-{partition}' if topic else '<input>')}"
+        where += f"@{error.position}" if error.unit == "byte" else f":{error.position}"
+        if first_offset is None:
+            first_offset = error.base_offset
+    else:
+        reason, where = error, None
+    return make_row("gap", source=source, cluster=cluster, topic=topic, partition=partition, route_pid=-1,
+                    first_offset=first_offset, last_offset=last_offset, reason=reason, source_position=where,
+                    event_time=event_time_ms)
+
+
+def max_timestamp(cols: dict[str, np.ndarray]) -> int | None:
+    """Newest batch timestamp of a table (the file clock of detection.md §2), ignoring control
+    batches' absent timestamps (-1)."""
+    ts = cols["max_timestamp"]
+    if len(ts) == 0:
+        return None
+    m = int(ts.max())
+    return m if m >= 0 else None

@@ -1,0 +1,210 @@
+"""The Spark job: events → per-producer state (``applyInPandasWithState``) → alerts → sinks.
+
+Thin glue: every decision is made in :mod:`streaming.state_machine` / :mod:`streaming.verdict`
+(per producer id) and :mod:`streaming.alerts` (enrichment and commands, driver side).
+
+Keys: data, marker, snapshot and coordinator rows are grouped by ``route_pid`` (their producer
+id; coordinator rows are fanned out by the source, see ``normalize.route_coordinator_records``).
+Progress and gap rows carry ``route_pid = -1`` and are passed through the same operator, so the
+sink sees them in the same micro-batch as the alerts they enrich.
+
+Time: the watermark is on ``event_time`` (observation time) with no delay; each producer's state
+sets an event-time timeout for the moment its oldest not-yet-alerted open transaction crosses
+its threshold, so a silent hanging transaction fires with no new input for that producer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from streaming.alerts import AlertConfig, Enricher
+from streaming.events import FIELD_NAMES
+from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, process_key
+
+log = logging.getLogger("txnwatch")
+
+STATE_SCHEMA = "doc string"
+_PASSTHROUGH = ("progress", "gap")
+
+
+def out_ddl() -> str:
+    return ", ".join(f"{n} {'boolean' if t == 'bool' else t}" for n, t in OUT_FIELDS)
+
+
+def spark_session(app: str = "txnwatch", master: str | None = None, conf: dict[str, str] | None = None):
+    """The SparkSession used by the CLI and tests (Python workers run this interpreter)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName(app)
+    if master:
+        b = b.master(master)
+    defaults = {
+        "spark.sql.shuffle.partitions": "4",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    }
+    defaults.update(conf or {})
+    for k, v in defaults.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_sources(spark)
+    return spark
+
+
+def register_sources(spark) -> None:
+    from streaming.sources.segments import SegmentsDataSource
+
+    spark.dataSource.register(SegmentsDataSource)
+    try:
+        from streaming.sources.dumps import DumpsDataSource
+
+        spark.dataSource.register(DumpsDataSource)
+    except ImportError:  # pragma: no cover - optional until the dumps source exists
+        pass
+    try:
+        from streaming.sources.kafka import KafkaDataSource
+
+        spark.dataSource.register(KafkaDataSource)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _ms(ts: Any) -> int | None:
+    if ts is None or (isinstance(ts, float) and ts != ts) or ts is pd.NaT:
+        return None
+    return int(pd.Timestamp(ts).value // 1_000_000)
+
+
+def make_state_fn(cfg: EngineConfig) -> Callable:
+    """The function given to ``applyInPandasWithState`` (closes over the engine config)."""
+
+    def fn(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        pid = int(key[0])
+        frames = [p for p in pdfs if len(p)]
+        events: list[dict[str, Any]] = []
+        if frames:
+            df = pd.concat(frames, ignore_index=True)
+            df["event_time_ms"] = df["event_time"].map(_ms)
+            events = df.to_dict("records")
+        wm = state.getCurrentWatermarkMs()
+        if pid < 0:
+            rows = []
+            for e in events:
+                if e["kind"] in _PASSTHROUGH:
+                    r = dict.fromkeys(OUT_NAMES)
+                    r.update({k: e.get(k) for k in OUT_NAMES if k in e})
+                    r["out_kind"] = e["kind"]
+                    r["now_ms"] = e["event_time_ms"]
+                    rows.append(r)
+            if rows:
+                yield pd.DataFrame(rows, columns=list(OUT_NAMES))
+            return
+        now = max([e["event_time_ms"] for e in events if e["event_time_ms"] is not None] + [wm, 0])
+        doc = None
+        if state.exists:
+            doc = state.get[0]
+        out, new_doc, timer = process_key(pid, events, doc, now_ms=now, cfg=cfg)
+        if new_doc is None:
+            if state.exists:
+                state.remove()
+        else:
+            state.update((new_doc,))
+            if timer is not None:
+                state.setTimeoutTimestamp(max(timer, wm + 1, 1))
+        if out:
+            yield pd.DataFrame(out, columns=list(OUT_NAMES))
+
+    return fn
+
+
+def detect(events_df, cfg: EngineConfig):
+    """Streaming (or batch) events DataFrame → state operator output DataFrame."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    df = events_df.select(*FIELD_NAMES)
+    if df.isStreaming:
+        df = df.withWatermark("event_time", "0 seconds")
+    return df.groupBy("route_pid").applyInPandasWithState(
+        make_state_fn(cfg), out_ddl(), STATE_SCHEMA, "Update", GroupStateTimeout.EventTimeTimeout)
+
+
+@dataclass
+class SinkSet:
+    """Where finalized alerts go; each sink is a callable taking a list of alert dicts."""
+
+    sinks: list[Callable[[list[dict[str, Any]]], None]] = field(default_factory=list)
+    on_batch: list[Callable[[int, dict[str, Any]], None]] = field(default_factory=list)
+
+    def emit(self, alerts: list[dict[str, Any]]) -> None:
+        for s in self.sinks:
+            s(alerts)
+
+
+def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
+    """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher."""
+
+    def write(batch_df, batch_id: int) -> None:
+        if batch_id <= enricher.last_batch_id:
+            log.info("micro-batch %s already published; skipping replay", batch_id)
+            return
+        rows = [r.asDict() for r in batch_df.collect()]
+        progress = [r for r in rows if r["out_kind"] == "progress"]
+        gaps = [r for r in rows if r["out_kind"] == "gap"]
+        raw = [r for r in rows if r["out_kind"] == "alert"]
+        raw.sort(key=lambda r: (r["topic"], r["partition"], r["first_offset"], r["now_ms"] or 0))
+        alerts = enricher.process(raw, progress)
+        sinks.emit(alerts)
+        enricher.last_batch_id = batch_id
+        enricher.save()
+        stats = {"rows": len(rows), "progress": len(progress), "gaps": gaps, "alerts": alerts,
+                 "open_alerts": dict(enricher.active), "partitions": dict(enricher.partitions)}
+        for cb in sinks.on_batch:
+            cb(batch_id, stats)
+
+    return write
+
+
+def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineConfig, alert_cfg: AlertConfig,
+                sinks: SinkSet, checkpoint: str, *, trigger: dict[str, Any] | None = None,
+                query_name: str | None = None):
+    """Start the streaming job; returns the StreamingQuery."""
+    events = spark.readStream.format(source_format).options(**options).load()
+    out = detect(events, cfg)
+    enricher = Enricher(alert_cfg, os.path.join(checkpoint, "txnwatch-sink.json")
+                        if "://" not in checkpoint else None)
+    w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
+        make_batch_writer(enricher, sinks))
+    if query_name:
+        w = w.queryName(query_name)
+    w = w.trigger(**(trigger or {"processingTime": "2 seconds"}))
+    return w.start()
+
+
+def run_available_now(spark, source_format: str, options: dict[str, str], cfg: EngineConfig,
+                      alert_cfg: AlertConfig, checkpoint: str) -> tuple[list[dict[str, Any]], Enricher]:
+    """Run the streaming job once over everything available (``scan``); returns every alert
+    published, in order, and the enricher (final active findings)."""
+    collected: list[dict[str, Any]] = []
+    sinks = SinkSet(sinks=[collected.extend])
+    q = start_query(spark, source_format, options, cfg, alert_cfg, sinks, checkpoint,
+                    trigger={"availableNow": True})
+    q.awaitTermination()
+    if q.exception() is not None:  # pragma: no cover - surfaced to the CLI
+        raise RuntimeError(str(q.exception()))
+    enricher = Enricher(alert_cfg, os.path.join(checkpoint, "txnwatch-sink.json"))
+    return collected, enricher

@@ -1,0 +1,77 @@
+"""Console sink: a table an operator can read at 3 a.m., with the commands on their own lines so
+they can be copied whole."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Any, TextIO
+
+COLUMNS = (
+    ("STATUS", "status"), ("CAUSE", "cause"), ("TOPIC", "topic"), ("PART", "partition"),
+    ("PRODUCER", "producer_id"), ("EPOCH", "producer_epoch"), ("FIRST", "first_offset"),
+    ("LAST", "last_offset"), ("OPEN", "open_ms"), ("RECORDS", "records"), ("TXN ID", "transactional_id"),
+    ("COORD", "coordinator_state"), ("LSO", "lso"),
+)
+
+
+def _dur(ms: Any) -> str:
+    if ms is None:
+        return "-"
+    s = int(ms) // 1000
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    return (f"{d}d" if d else "") + (f"{h}h" if h or d else "") + f"{m:02d}m{s:02d}s"
+
+
+def _cell(key: str, a: dict[str, Any]) -> str:
+    v = a.get(key)
+    if key == "open_ms":
+        return _dur(v)
+    if key == "status" and a.get("status") == "hanging" and not a.get("verified", True):
+        return "hanging?"
+    return "-" if v is None else str(v)
+
+
+def format_table(alerts: list[dict[str, Any]], *, commands: bool = True) -> str:
+    """Alerts as an aligned table, followed by each hanging finding's commands."""
+    if not alerts:
+        return "no findings\n"
+    rows = [[h for h, _ in COLUMNS]] + [[_cell(k, a) for _, k in COLUMNS] for a in alerts]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if commands:
+        for a in alerts:
+            if a.get("status") == "resolved":
+                continue
+            lines.append("")
+            lines.append(f"# {a['key']}  {a['status']} ({a.get('cause')})"
+                         + ("" if a.get("verified", True) else "  UNVERIFIED"))
+            if a.get("status") != "hanging":
+                lines.append("#   late: do not abort; the coordinator still owns this transaction")
+                continue
+            if a.get("verify_hint"):
+                lines.append(f"#   {a['verify_hint']}")
+            lines.append("#   brokers 3.0+:")
+            lines.append(f"    {a['abort_command_new']}")
+            if a.get("abort_command_legacy"):
+                lines.append(f"#   brokers < 3.0 (coordinator epoch from {a['coordinator_epoch_source']}):")
+                lines.append(f"    {a['abort_command_legacy']}")
+            else:
+                lines.append("#   brokers < 3.0: coordinator epoch unknown; dump the producer snapshot or read the "
+                             "partition from its log start to get it")
+    return "\n".join(lines) + "\n"
+
+
+class ConsoleSink:
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+
+    def __call__(self, alerts: list[dict[str, Any]]) -> None:
+        if not alerts:
+            return
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        self.out.write(f"\n== txnwatch alerts @ {stamp} ==\n")
+        self.out.write(format_table(alerts))
+        self.out.flush()

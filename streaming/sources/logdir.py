@@ -1,0 +1,355 @@
+"""Broker-shaped log directories: layout, planning and reading. Pure (no Spark).
+
+A log dir holds one folder per partition, ``<topic>-<partition>``, with segment files
+``<20-digit base offset>.log`` and producer snapshots ``<20-digit offset>.snapshot`` (index files
+and ``-delete``/``-future`` folders are ignored). A position in a partition is (segment base
+offset, byte position in that segment); a partition is read in segment order, so events come in
+offset order across segments.
+
+The ``segments`` Spark source plans with :func:`plan_partition` on the driver (header scan of the
+new bytes only: finds the last whole batch and the newest timestamp) and reads with
+:func:`read_range` on executors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from streaming.events import to_frame
+from streaming.normalize import (
+    data_events,
+    gap_event,
+    progress_event,
+    route_coordinator_records,
+    snapshot_events,
+    txn_state_events,
+)
+from udfs.model import DecodeError
+from udfs.producer_state import PartitionState
+from udfs.record_batch import BatchScan, scan_batches
+from udfs.snapshot import decode_snapshot
+from udfs.txn_log import decode_txn_log_segment
+
+TXN_TOPIC = "__transaction_state"
+_PART_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_SEGMENT = re.compile(r"^(\d{20})\.log$")
+_SNAPSHOT = re.compile(r"^(\d{20})\.snapshot$")
+
+
+@dataclass(frozen=True)
+class PartitionDir:
+    path: str
+    topic: str
+    partition: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def is_txn_state(self) -> bool:
+        return self.topic == TXN_TOPIC
+
+
+def parse_partition_dir(path: str) -> PartitionDir | None:
+    """``.../<topic>-<partition>`` → PartitionDir; None for anything else (e.g. ``-delete`` dirs)."""
+    m = _PART_DIR.match(os.path.basename(os.path.normpath(path)))
+    if not m:
+        return None
+    return PartitionDir(os.path.abspath(path), m.group("topic"), int(m.group("partition")))
+
+
+def list_partitions(root: str) -> list[PartitionDir]:
+    """Partition folders of a log dir (or the folder itself if it is one), sorted by name."""
+    root = os.path.abspath(root)
+    own = parse_partition_dir(root)
+    if own is not None and any(_SEGMENT.match(f) or _SNAPSHOT.match(f) for f in os.listdir(root)):
+        return [own]
+    out = []
+    for name in sorted(os.listdir(root)):
+        full = os.path.join(root, name)
+        if os.path.isdir(full):
+            pd_ = parse_partition_dir(full)
+            if pd_ is not None:
+                out.append(pd_)
+    return out
+
+
+def segments(part: PartitionDir) -> list[tuple[int, str]]:
+    """(base offset, path) of the partition's ``.log`` files in offset order."""
+    out = []
+    for name in os.listdir(part.path):
+        m = _SEGMENT.match(name)
+        if m:
+            out.append((int(m.group(1)), os.path.join(part.path, name)))
+    return sorted(out)
+
+
+def snapshots(part: PartitionDir) -> list[tuple[int, str]]:
+    out = []
+    for name in os.listdir(part.path):
+        m = _SNAPSHOT.match(name)
+        if m:
+            out.append((int(m.group(1)), os.path.join(part.path, name)))
+    return sorted(out)
+
+
+def seed_snapshot(part: PartitionDir) -> tuple[int, str] | None:
+    """The snapshot that describes the state *before* the first available segment (the newest one
+    at or below its base offset), or the newest snapshot when there are no segments. Later
+    snapshots only summarise segments we read anyway."""
+    snaps = snapshots(part)
+    if not snaps:
+        return None
+    segs = segments(part)
+    if not segs:
+        return snaps[-1]
+    eligible = [s for s in snaps if s[0] <= segs[0][0]]
+    return eligible[-1] if eligible else None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Bytes [start, end) of one segment file."""
+
+    segment: int
+    path: str
+    start: int
+    end: int
+
+
+@dataclass
+class PartitionPlan:
+    """What the driver decided to read for one partition in one micro-batch."""
+
+    chunks: list[Chunk] = field(default_factory=list)
+    end: tuple[int, int] | None = None  # new position (segment base, byte)
+    max_ts: int | None = None
+    errors: list[DecodeError] = field(default_factory=list)
+
+
+def plan_partition(part: PartitionDir, start: tuple[int, int] | None, max_bytes: int | None = None) -> PartitionPlan:
+    """Find the whole batches after ``start`` (None = the first segment's beginning).
+
+    Stops at a partial batch at the end of the newest segment (it is still being written); a
+    partial tail of an older segment, or bytes that cannot be read, is left to the reader to
+    report as a gap and skipped. ``max_bytes`` caps the bytes planned (at least one batch).
+    """
+    plan = PartitionPlan()
+    segs = segments(part)
+    budget = max_bytes
+    for i, (base, path) in enumerate(segs):
+        if start is not None and base < start[0]:
+            continue
+        pos = start[1] if start is not None and base == start[0] else 0
+        size = os.path.getsize(path)
+        if size <= pos:
+            plan.end = (base, pos)
+            continue
+        with open(path, "rb") as f:
+            f.seek(pos)
+            data = f.read()
+        newest = i == len(segs) - 1
+        scan = scan_batches(data, validate_crc=False, allow_partial_tail=True)
+        consumed = scan.end_position
+        if not newest and consumed < len(data):
+            consumed = len(data)  # an older segment will not grow: let the reader report the tail
+        if budget is not None and len(scan) and not part.is_txn_state:
+            sizes = np.cumsum(scan.columns["batch_size"].astype(np.int64))
+            fit = int(np.searchsorted(sizes, budget, side="right"))
+            fit = max(fit, 1)
+            if fit < len(scan):
+                consumed = int(sizes[fit - 1])
+                ts = scan.columns["max_timestamp"][:fit]
+                _note_ts(plan, ts)
+                plan.chunks.append(Chunk(base, path, pos, pos + consumed))
+                plan.end = (base, pos + consumed)
+                return plan
+            budget -= int(sizes[-1])
+        _note_ts(plan, scan.columns["max_timestamp"])
+        if consumed > 0:
+            plan.chunks.append(Chunk(base, path, pos, pos + consumed))
+        plan.end = (base, pos + consumed)
+        if budget is not None and budget <= 0 and not part.is_txn_state:
+            break
+    if start is None:
+        snap = seed_snapshot(part)
+        if snap is not None:
+            s = decode_snapshot(open(snap[1], "rb").read(), source=snap[1])
+            ts = [e["timestamp"] for e in s.entries if e["timestamp"] >= 0]
+            if ts:
+                _note_ts(plan, np.asarray(ts))
+    return plan
+
+
+def _note_ts(plan: PartitionPlan, ts: np.ndarray) -> None:
+    if len(ts):
+        m = int(ts.max())
+        if m >= 0:
+            plan.max_ts = m if plan.max_ts is None else max(plan.max_ts, m)
+
+
+def chunks_between(part: PartitionDir, start: tuple[int, int] | None, end: tuple[int, int]) -> list[Chunk]:
+    """The byte ranges from position ``start`` (None: the beginning) to ``end``, segment by segment."""
+    out = []
+    for base, path in segments(part):
+        if start is not None and base < start[0]:
+            continue
+        if base > end[0]:
+            break
+        lo = start[1] if start is not None and base == start[0] else 0
+        hi = end[1] if base == end[0] else os.path.getsize(path)
+        if hi > lo:
+            out.append(Chunk(base, path, lo, hi))
+    return out
+
+
+# --- executor side -----------------------------------------------------------------------------
+
+# Per-process memo of the partition prefix already replayed, so that consecutive micro-batches on
+# the same Python worker extend it instead of re-reading the partition from its first segment.
+_MEMO: dict[str, tuple[tuple[int, int], Any]] = {}
+_MEMO_LOCK = threading.Lock()
+
+
+def _read(chunk: Chunk) -> bytes:
+    with open(chunk.path, "rb") as f:
+        f.seek(chunk.start)
+        return f.read(chunk.end - chunk.start)
+
+
+def _scan(chunk: Chunk, data: bytes, validate_crc: bool) -> BatchScan:
+    return scan_batches(data, validate_crc=validate_crc, source=chunk.path, base_position=chunk.start)
+
+
+def _prefix_chunks(part: PartitionDir, start: tuple[int, int]) -> list[Chunk]:
+    out = []
+    for base, path in segments(part):
+        if base > start[0]:
+            break
+        end = start[1] if base == start[0] else os.path.getsize(path)
+        if end > 0:
+            out.append(Chunk(base, path, 0, end))
+    return out
+
+
+def _data_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc: bool) -> PartitionState:
+    """Producer state of the partition up to ``start`` (memoised per worker process)."""
+    with _MEMO_LOCK:
+        memo = _MEMO.get(part.path)
+    if start is None:
+        st = PartitionState()
+        snap = seed_snapshot(part)
+        if snap is not None:
+            s = decode_snapshot(open(snap[1], "rb").read(), source=snap[1])
+            st.load_snapshot(s.entries, snap[0])
+        return st
+    if memo is not None and memo[0] == start:
+        return memo[1]
+    st = _data_prefix(part, None, validate_crc)
+    for c in _prefix_chunks(part, start):
+        scan = _scan(c, _read(c), validate_crc)
+        st.apply(scan.columns, scan.columns["crc_valid"] != 0)
+    return st
+
+
+def _txn_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc: bool) -> dict[str, Any]:
+    """transactional id → last producer id, and the highest leader epoch, up to ``start``."""
+    if start is None:
+        return {"known": {}, "max_epoch": -1, "next_offset": None}
+    with _MEMO_LOCK:
+        memo = _MEMO.get(part.path)
+    if memo is not None and memo[0] == start:
+        return memo[1]
+    acc: dict[str, Any] = {"known": {}, "max_epoch": -1, "next_offset": None}
+    for c in _prefix_chunks(part, start):
+        recs, scan = decode_txn_log_segment(_read(c), validate_crc=validate_crc, source=c.path,
+                                            base_position=c.start)
+        _fold_txn(acc, recs, scan)
+    return acc
+
+
+def _fold_txn(acc: dict[str, Any], recs: list[dict[str, Any]], scan: BatchScan) -> None:
+    for r in recs:
+        if r["tombstone"]:
+            acc["known"].pop(r["transactional_id"], None)
+        else:
+            acc["known"][r["transactional_id"]] = r["producer_id"]
+    if len(scan):
+        acc["max_epoch"] = max(acc["max_epoch"], int(scan.columns["partition_leader_epoch"].max()))
+        acc["next_offset"] = scan.next_offset
+
+
+def read_range(
+    part: PartitionDir,
+    chunks: list[Chunk],
+    *,
+    start: tuple[int, int] | None,
+    end: tuple[int, int] | None,
+    cluster: str,
+    clock_ms: int,
+    validate_crc: bool = True,
+    source: str = "segments",
+) -> pd.DataFrame:
+    """Events of one planned read of one partition, ending with its progress row."""
+    frames: list[pd.DataFrame] = []
+    gaps: list[dict[str, Any]] = []
+    common = dict(source=source, cluster=cluster, event_time_ms=clock_ms)
+    segs = segments(part)
+    log_start = segs[0][0] if segs else None
+    if part.is_txn_state:
+        acc = _txn_prefix(part, start, validate_crc)
+        acc = {**acc, "known": dict(acc["known"])}
+        for c in chunks:
+            recs, scan = decode_txn_log_segment(_read(c), validate_crc=validate_crc, source=c.path,
+                                                base_position=c.start)
+            ev = txn_state_events(recs, partition=part.partition, source_position=f"{part.name}/{os.path.basename(c.path)}",
+                                  **common)
+            frames.append(route_coordinator_records(ev, acc["known"]))
+            _fold_txn(acc, [], scan)
+            gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
+        hw = acc["next_offset"]
+        prog = progress_event(topic=part.topic, partition=part.partition, high_watermark=hw, lso=hw,
+                              log_start_offset=log_start, **common)
+        prog["coordinator_epoch"] = acc["max_epoch"]
+        if end is not None:
+            with _MEMO_LOCK:
+                _MEMO[part.path] = (end, acc)
+    else:
+        st = _data_prefix(part, start, validate_crc)
+        st = PartitionState(producers={k: _copy(v) for k, v in st.producers.items()}, next_offset=st.next_offset)
+        if start is None:
+            snap = seed_snapshot(part)
+            if snap is not None:
+                s = decode_snapshot(open(snap[1], "rb").read(), source=snap[1])
+                frames.append(snapshot_events(s.entries, topic=part.topic, partition=part.partition,
+                                              snapshot_offset=snap[0], source_position=f"{part.name}/{os.path.basename(snap[1])}",
+                                              **common))
+                gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in s.errors]
+        for c in chunks:
+            scan = _scan(c, _read(c), validate_crc)
+            frames.append(data_events(scan.columns, topic=part.topic, partition=part.partition,
+                                      source_position=f"{part.name}/{os.path.basename(c.path)}", **common))
+            st.apply(scan.columns, scan.columns["crc_valid"] != 0)
+            gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
+        hw = st.next_offset
+        prog = progress_event(topic=part.topic, partition=part.partition, high_watermark=hw,
+                              lso=st.lso(hw), log_start_offset=log_start, **common)
+        if end is not None:
+            with _MEMO_LOCK:
+                _MEMO[part.path] = (end, st)
+    frames.append(to_frame(gaps + [prog]))
+    out = pd.concat([f for f in frames if len(f)], ignore_index=True) if frames else to_frame([])
+    out["from_log_start"] = True
+    return to_frame(out)
+
+
+def _copy(e: Any) -> Any:
+    return replace(e)

@@ -1,0 +1,171 @@
+"""``segments`` source: a broker-shaped log directory as a Spark stream or batch (PySpark 4.2+
+Python Data Source API). Thin glue over :mod:`streaming.sources.logdir`.
+
+Options: ``path`` (required), ``cluster`` (default ``default``), ``as_of`` (epoch ms: fixed
+clock), ``validate_crc`` (default true), ``max_bytes_per_trigger`` (per data partition;
+``__transaction_state`` is never throttled).
+
+Offsets: ``{"parts": {"<topic>-<partition>": [segment base offset, byte position]}, "clock": ms}``.
+The clock is the newest timestamp read so far (detection.md §2) unless ``as_of`` is set, and every
+row of a micro-batch carries it as ``event_time``. Coordinator partitions are always read to
+their end in the same micro-batch as the data, so the coordinator view is never behind the clock.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+
+from streaming.events import spark_schema, to_arrow
+from streaming.sources.logdir import (
+    Chunk,
+    chunks_between,
+    list_partitions,
+    parse_partition_dir,
+    plan_partition,
+    read_range,
+)
+
+
+class SegmentsPartition(InputPartition):
+    def __init__(self, part_path: str, chunks: list[Chunk], start: list[int] | None, end: list[int] | None,
+                 clock: int) -> None:
+        self.part_path = part_path
+        self.chunks = chunks
+        self.start = start
+        self.end = end
+        self.clock = clock
+
+
+def _options(options: dict[str, str]) -> dict[str, Any]:
+    path = options.get("path")
+    if not path:
+        raise ValueError("segments source: option 'path' (a log directory) is required")
+    if not os.path.isdir(path):
+        raise ValueError(f"segments source: path {path!r} is not a directory")
+    as_of = options.get("as_of")
+    mb = options.get("max_bytes_per_trigger")
+    return {
+        "path": path,
+        "cluster": options.get("cluster", "default"),
+        "as_of": int(as_of) if as_of not in (None, "", "None") else None,
+        "validate_crc": options.get("validate_crc", "true").lower() != "false",
+        "max_bytes": int(mb) if mb not in (None, "", "None") else None,
+    }
+
+
+def _read_partition(p: SegmentsPartition, opts: dict[str, Any]) -> Iterator[Any]:
+    part = parse_partition_dir(p.part_path)
+    df = read_range(part, p.chunks, start=tuple(p.start) if p.start else None,
+                    end=tuple(p.end) if p.end else None, cluster=opts["cluster"], clock_ms=p.clock,
+                    validate_crc=opts["validate_crc"])
+    if len(df):
+        yield to_arrow(df)
+
+
+class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.opts = _options(options)
+        self._target: dict[str, Any] | None = None
+
+    def initialOffset(self) -> dict:
+        return {"parts": {}, "clock": self.opts["as_of"] if self.opts["as_of"] is not None else -1}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._compute(None, unlimited=True)
+
+    def _compute(self, start: dict | None, unlimited: bool) -> dict:
+        parts = dict((start or {}).get("parts", {}))
+        clock = (start or {}).get("clock", -1)
+        for part in list_partitions(self.opts["path"]):
+            pos = parts.get(part.name)
+            plan = plan_partition(part, tuple(pos) if pos else None,
+                                  None if unlimited else self.opts["max_bytes"])
+            if plan.end is None:
+                continue
+            parts[part.name] = list(plan.end)
+            if plan.max_ts is not None and self.opts["as_of"] is None:
+                clock = max(clock, plan.max_ts)
+        return {"parts": parts, "clock": clock}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        if start is None:
+            start = self.initialOffset()
+        unlimited = isinstance(limit, ReadAllAvailable) and self.opts["max_bytes"] is None
+        nxt = self._compute(start, unlimited)
+        if self._target is not None:
+            # AvailableNow: never read past what existed when the query started.
+            for name, pos in list(nxt["parts"].items()):
+                tgt = self._target["parts"].get(name)
+                if tgt is None:
+                    nxt["parts"].pop(name)
+                elif list(pos) > list(tgt):
+                    nxt["parts"][name] = tgt
+            nxt["clock"] = min(nxt["clock"], self._target["clock"]) if nxt["clock"] >= 0 else nxt["clock"]
+        return nxt
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        out = []
+        clock = end.get("clock", -1)
+        sparts = start.get("parts", {})
+        by_name = {p.name: p for p in list_partitions(self.opts["path"])}
+        for name, epos in end.get("parts", {}).items():
+            spos = sparts.get(name)
+            part = by_name.get(name)
+            if part is None or (spos is not None and list(spos) == list(epos)):
+                continue
+            chunks = chunks_between(part, tuple(spos) if spos else None, tuple(epos))
+            out.append(SegmentsPartition(part.path, chunks, spos, list(epos), clock))
+        return out
+
+    def read(self, partition: SegmentsPartition) -> Iterator[Any]:
+        return _read_partition(partition, self.opts)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class SegmentsBatchReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.opts = _options(options)
+
+    def partitions(self) -> list[InputPartition]:
+        plans = []
+        clock = self.opts["as_of"] if self.opts["as_of"] is not None else -1
+        for part in list_partitions(self.opts["path"]):
+            plan = plan_partition(part, None)
+            if plan.end is None:
+                continue
+            plans.append((part, plan))
+            if plan.max_ts is not None and self.opts["as_of"] is None:
+                clock = max(clock, plan.max_ts)
+        return [SegmentsPartition(p.path, plan.chunks, None, list(plan.end), clock) for p, plan in plans]
+
+    def read(self, partition: SegmentsPartition) -> Iterator[Any]:
+        return _read_partition(partition, self.opts)
+
+
+class SegmentsDataSource(DataSource):
+    """``spark.readStream.format("segments").option("path", DIR)`` (or ``spark.read``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "segments"
+
+    def schema(self) -> Any:
+        return spark_schema()
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return SegmentsStreamReader(dict(self.options))
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return SegmentsBatchReader(dict(self.options))

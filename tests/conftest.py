@@ -1,0 +1,36 @@
+"""Shared fixtures: sample paths and the one session-scoped SparkSession (local[2])."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "tests" / "fixtures" / "samples"
+sys.path.insert(0, str(ROOT))
+
+
+def read_hex(path: Path) -> bytes:
+    """A samples ``.hex`` file: '#' lines are provenance, the last line is the payload."""
+    lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return bytes.fromhex(lines[-1])
+
+
+@pytest.fixture(scope="session")
+def samples() -> Path:
+    return SAMPLES
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from streaming.pipeline import spark_session
+
+    session = spark_session(app="txnwatch-tests", master="local[2]",
+                            conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+    yield session
+    session.stop()
