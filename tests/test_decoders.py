@@ -212,7 +212,7 @@ def test_truncation_corrupt_length_and_magic():
     data = (SYN / "scenario_orders-0_00000000000000000000.log").read_bytes()
     cut = scan_batches(data[:-30])
     assert len(cut) == 10 and cut.errors[-1].reason.startswith("truncated tail")
-    assert cut.errors[-1].position == cut.end_position == 761
+    assert cut.errors[-1].position == cut.end_position == 743
     partial = scan_batches(data[:-30], allow_partial_tail=True)
     assert partial.errors == [] and partial.tail_bytes > 0
     bad = bytearray(data)
