@@ -1,0 +1,155 @@
+"""``txnwatch run``: the always-on job (Kafka, a log dir, or a drop directory of dumps → sinks).
+
+Logs one progress line per micro-batch, stops cleanly on SIGTERM/SIGINT (the query is stopped
+between micro-batches, sinks are flushed by then) and resumes from its checkpoint on restart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from streaming.alerts import AlertConfig
+from streaming.config import ConfigError, engine_config
+from streaming.pipeline import SinkSet, spark_session, start_query
+
+log = logging.getLogger("txnwatch")
+
+
+def checkpoint_dir(cfg: dict[str, Any]) -> str:
+    """``streaming.checkpoint`` or ``checkpoints/<cluster>/`` (URLs pass through to Spark)."""
+    ck = cfg["streaming"]["checkpoint"]
+    if ck:
+        return ck
+    return os.path.abspath(os.path.join("checkpoints", cfg["cluster"]))
+
+
+def build_sinks(cfg: dict[str, Any], *, console_out=None) -> SinkSet:
+    """The configured alert sinks (any combination of jsonl, console, kafka)."""
+    sinks = SinkSet()
+    enabled = cfg["sinks"]["enabled"]
+    unknown = set(enabled) - {"jsonl", "console", "kafka"}
+    if unknown:
+        raise ConfigError(f"sinks.enabled: unknown sink(s) {sorted(unknown)} (known: jsonl, console, kafka)")
+    if "jsonl" in enabled:
+        from streaming.sinks.jsonl import JsonlSink
+
+        sinks.sinks.append(JsonlSink(cfg["sinks"]["jsonl_path"]))
+    if "console" in enabled:
+        from streaming.sinks.console import ConsoleSink
+
+        sinks.sinks.append(ConsoleSink(console_out))
+    if "kafka" in enabled:
+        from streaming.sinks.kafka_topic import KafkaAlertSink
+
+        if not cfg["kafka"]["bootstrap_servers"]:
+            raise ConfigError("sinks.enabled contains kafka but kafka.bootstrap_servers is empty")
+        sinks.sinks.append(KafkaAlertSink.from_config(cfg))
+    return sinks
+
+
+def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[str, dict[str, str], bool]:
+    """(format, options, coordinator available) for the chosen source."""
+    if source in ("segments", "dumps"):
+        if not path:
+            raise ConfigError(f"--path is required with --source {source}")
+        if not os.path.isdir(path):
+            raise ConfigError(f"--path {path}: not a directory")
+        if source == "segments":
+            from streaming.sources.logdir import list_partitions
+
+            coord = any(p.is_txn_state for p in list_partitions(path))
+            return "segments", {"path": path, "cluster": cfg["cluster"]}, coord
+        return "dumps", {"dir": path, "cluster": cfg["cluster"]}, True
+    k = cfg["kafka"]
+    if not k["bootstrap_servers"]:
+        raise ConfigError("kafka.bootstrap_servers is required for --source kafka (config, "
+                          "TXNWATCH_KAFKA_BOOTSTRAP_SERVERS or --bootstrap-server)")
+    opts = {"bootstrap_servers": k["bootstrap_servers"], "cluster": cfg["cluster"],
+            "topics": json.dumps(k["topics"]), "topic_pattern": k["topic_pattern"],
+            "include_internal": str(k["include_internal"]).lower(), "starting_offsets": k["starting_offsets"],
+            "max_bytes_per_trigger": str(k["max_bytes_per_trigger"]), "client_id": k["client_id"],
+            "request_timeout_ms": str(k["request_timeout_ms"]), "security_protocol": k["security_protocol"]}
+    for key in ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_cafile", "ssl_certfile",
+                "ssl_keyfile"):
+        if k[key]:
+            opts[key] = k[key]
+    return "kafka", opts, True
+
+
+class ProgressLogger:
+    """One log line per micro-batch: rows in, findings, batch duration, source lag."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.batches = 0
+
+    def __call__(self, batch_id: int, stats: dict[str, Any]) -> None:
+        self.batches += 1
+        active = stats["open_alerts"]
+        late = sum(1 for a in active.values() if a["status"] == "late")
+        hanging = sum(1 for a in active.values() if a["status"] == "hanging")
+        lag = sum(max((p.get("high_watermark") or 0) - (p.get("lso") or p.get("high_watermark") or 0), 0)
+                  for p in stats["partitions"].values())
+        log.warning("batch %d: %d rows, %d progress, %d gaps, %d alerts out; open findings: %d late, %d hanging; "
+                    "LSO lag %d records", batch_id, stats["rows"], stats["progress"], len(stats["gaps"]),
+                    len(stats["alerts"]), late, hanging, lag)
+
+
+def run_job(cfg: dict[str, Any], *, source: str, path: str | None, once: bool = False,
+            stop_event: threading.Event | None = None, console_out=None) -> int:
+    """Start the streaming query and block until stopped (signal, ``stop_event`` or ``once``)."""
+    fmt, opts, coord = source_options(cfg, source, path)
+    sinks = build_sinks(cfg, console_out=console_out)
+    sinks.on_batch.append(ProgressLogger())
+    port = cfg["metrics"]["port"]
+    if port:
+        from streaming.metrics import Metrics
+
+        metrics = Metrics(port)
+        sinks.on_batch.append(metrics.observe)
+    spark = spark_session(master=cfg["streaming"]["master"], conf=_spark_conf(cfg))
+    ck = checkpoint_dir(cfg)
+    trigger = {"availableNow": True} if once else {"processingTime": cfg["streaming"]["trigger_interval"]}
+    q = start_query(spark, fmt, opts, engine_config(cfg, coordinator_available=coord),
+                    AlertConfig(bootstrap_servers=cfg["kafka"]["bootstrap_servers"] or None), sinks, ck,
+                    trigger=trigger, query_name=f"txnwatch-{cfg['cluster']}")
+    log.warning("txnwatch running: source=%s checkpoint=%s", fmt, ck)
+    stop = stop_event or threading.Event()
+
+    def _on_signal(signum, _frame):
+        log.warning("signal %d: stopping after the current micro-batch", signum)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+    while q.isActive and not stop.is_set():
+        q.awaitTermination(1)
+    if q.isActive:
+        q.stop()
+    exc = q.exception()
+    for s in sinks.sinks:
+        close = getattr(s, "close", None)
+        if close:
+            close()
+    if exc is not None:
+        log.error("query failed: %s", exc)
+        return 1
+    return 0
+
+
+def _spark_conf(cfg: dict[str, Any]) -> dict[str, str]:
+    conf = {"spark.sql.shuffle.partitions": str(cfg["streaming"]["shuffle_partitions"])}
+    store = cfg["streaming"]["state_store"]
+    if store == "rocksdb":
+        conf["spark.sql.streaming.stateStore.providerClass"] = (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+    elif store != "hdfs":
+        raise ConfigError(f"streaming.state_store: expected 'hdfs' or 'rocksdb', got {store!r}")
+    return conf
