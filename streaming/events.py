@@ -45,7 +45,12 @@ one producer, so one skewed client clock cannot advance every producer's timers.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
+
+# pandas 2.x warns when concatenating frames whose nullable columns are all NA; event frames are
+# typed explicitly by to_frame() right after every concat, so the inferred dtype does not matter.
+warnings.filterwarnings("ignore", category=FutureWarning, message="The behavior of DataFrame concatenation")
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

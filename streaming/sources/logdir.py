@@ -182,6 +182,8 @@ def plan_partition(part: PartitionDir, start: tuple[int, int] | None, max_bytes:
     if start is None:
         snap = seed_snapshot(part)
         if snap is not None:
+            if plan.end is None:
+                plan.end = (snap[0], 0)  # a snapshot alone is something to read
             s = decode_snapshot(open(snap[1], "rb").read(), source=snap[1])
             ts = [e["timestamp"] for e in s.entries if e["timestamp"] >= 0]
             if ts:
@@ -347,7 +349,9 @@ def read_range(
                 _MEMO[part.path] = (end, st)
     frames.append(to_frame(gaps + [prog]))
     out = pd.concat([f for f in frames if len(f)], ignore_index=True) if frames else to_frame([])
-    out["from_log_start"] = True
+    # A seed snapshot means the producers' history before it is summarised, not read: the
+    # "log-start" coordinator-epoch rule (detection.md §4.2) must not apply then.
+    out["from_log_start"] = part.is_txn_state or seed_snapshot(part) is None
     return to_frame(out)
 
 

@@ -81,7 +81,7 @@ class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"parts": {}, "clock": self.opts["as_of"] if self.opts["as_of"] is not None else -1}
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._compute(None, unlimited=True)
+        self._target = self._compute(self.initialOffset(), unlimited=True)
 
     def _compute(self, start: dict | None, unlimited: bool) -> dict:
         parts = dict((start or {}).get("parts", {}))
@@ -115,7 +115,8 @@ class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         out = []
-        clock = end.get("clock", -1)
+        # Rows with event_time before the watermark (initially 0) would be dropped as late.
+        clock = max(end.get("clock", -1), 0)
         sparts = start.get("parts", {})
         by_name = {p.name: p for p in list_partitions(self.opts["path"])}
         for name, epos in end.get("parts", {}).items():
@@ -148,7 +149,7 @@ class SegmentsBatchReader(DataSourceReader):
             plans.append((part, plan))
             if plan.max_ts is not None and self.opts["as_of"] is None:
                 clock = max(clock, plan.max_ts)
-        return [SegmentsPartition(p.path, plan.chunks, None, list(plan.end), clock) for p, plan in plans]
+        return [SegmentsPartition(p.path, plan.chunks, None, list(plan.end), max(clock, 0)) for p, plan in plans]
 
     def read(self, partition: SegmentsPartition) -> Iterator[Any]:
         return _read_partition(partition, self.opts)

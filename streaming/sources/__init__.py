@@ -1,0 +1,1 @@
+"""txnwatch streaming sources (DESIGN §4)."""
