@@ -1,0 +1,821 @@
+"""Raw Kafka protocol client for the txnwatch ``kafka`` source (DESIGN §4).
+
+:class:`KafkaWire` is what the ``kafka`` streaming source uses on the Spark driver (partition
+discovery, offsets for admission control and planning) and on the executors (raw fetches). It is
+built on kafka-python 3.0.x's own networking and protocol layers, not on ``KafkaConsumer``:
+
+* ``kafka.net.NetworkSelector`` + ``kafka.net.KafkaConnectionManager`` (the same stack
+  ``KafkaAdminClient`` uses): one IO thread per :class:`KafkaWire`, connection handling,
+  ApiVersions negotiation, SASL/SSL, reconnect backoff, per-request timeouts;
+* the JSON-schema driven request/response classes of ``kafka.protocol`` (``MetadataRequest``,
+  ``ListOffsetsRequest``, ``FetchRequest``). kafka-python decodes the ``Records`` field of a
+  Fetch response as plain bytes (schema type ``records`` -> ``Bytes``), so the bytes we return are
+  exactly what the broker sent: the same layout as a ``.log`` segment (spec/kafka-formats.md
+  §1-§3), including control batches (transaction markers) and transactional data of open or
+  aborted transactions. Nothing is decompressed or decoded here.
+
+``KafkaConsumer`` cannot be used because it hides control batches, never returns aborted data
+in READ_COMMITTED and does not expose producer ids/epochs per batch or partial batches.
+
+Kafka APIs and versions (negotiated per broker with ApiVersions, within these bounds)
+-------------------------------------------------------------------------------------
+* **Metadata v1+** (``is_internal`` needs v1; ``allow_auto_topic_creation=False`` is sent and
+  honoured from v4, so looking at a topic never creates it on brokers >= 0.11). Topic ids (v10+)
+  are ignored; topics are addressed by name.
+* **ListOffsets v2+**: v2 introduced ``isolation_level``; LATEST with READ_UNCOMMITTED (0) is the
+  high watermark, LATEST with READ_COMMITTED (1) is the last stable offset (LSO), EARLIEST is the
+  log start offset. Three requests per leader (a partition may appear only once per request).
+* **Fetch v4..v12**, ``isolation_level=READ_UNCOMMITTED`` so that control batches and data of
+  open/aborted transactions are returned. v4 is the first version with ``last_stable_offset``
+  (KIP-98), v5 adds ``log_start_offset`` (KIP-107; -1 from a v4-only broker). v12 is the last
+  version that addresses topics by *name*; v13+ need topic ids (KIP-516) and bring nothing the
+  watchdog needs. Sessionless full fetches (``session_id=0``, ``session_epoch=-1``), replica id -1,
+  ``current_leader_epoch=-1`` (no fencing: a stale leader answers NOT_LEADER_OR_FOLLOWER anyway).
+  Kafka 4.x removed Fetch v0-v3 (KIP-896), so the v4 floor also works with 4.x brokers.
+
+Fetch semantics callers must know (real Kafka behaviour, mirrored by the test fake)
+-----------------------------------------------------------------------------------
+* The returned bytes start at the batch *containing* the fetch offset, which may begin before
+  it: skip batches whose last offset is below the fetch offset.
+* The bytes are cut at ``max_bytes`` and may end in a **partial batch**: ignore a trailing batch
+  whose ``12 + batchLength`` exceeds the remaining bytes and fetch again from its base offset.
+* At least one whole batch is returned even if it is larger than ``max_bytes`` (KIP-74).
+* One response never spans two segments; an empty ``records`` with ``fetch_offset <
+  high_watermark`` just means "fetch again" (e.g. a gap at a segment end after compaction).
+
+Fault handling
+--------------
+* NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, REPLICA_NOT_AVAILABLE, FENCED/UNKNOWN_LEADER_EPOCH,
+  KAFKA_STORAGE_ERROR, NETWORK_EXCEPTION, REQUEST_TIMED_OUT, a partition without leader, or a
+  connection failure: refresh metadata (the leader may have moved), back off
+  (``retry_backoff_ms`` doubling up to ``retry_backoff_max_ms``) and retry, at most ``retries``
+  failed requests per operation; then :class:`KafkaUnavailable` naming the operation, the
+  bootstrap servers, the partition leader, the last broker tried and the last error. A dead
+  cluster therefore fails in bounded time: with the defaults (8 retries, 200 ms doubling to 5 s)
+  about 20 s when connections are refused, at most about ``retries x (request_timeout_ms +
+  retry_backoff_max_ms)`` when requests hang. The defaults ride out a broker restart or a leader
+  election; lower them for fail-fast use.
+* OFFSET_OUT_OF_RANGE is *returned* (``FetchResult.status == FetchStatus.OFFSET_OUT_OF_RANGE``),
+  with the partition's current log start offset and high watermark looked up via ListOffsets
+  (a broker answers OFFSET_OUT_OF_RANGE with -1 for both): the caller emits a gap and restarts
+  at ``log_start_offset``.
+* UNKNOWN_TOPIC_OR_PARTITION: metadata is refreshed; if the topic (or partition) is gone from
+  the cluster metadata the result is ``FetchStatus.DELETED`` (``PartitionOffsets.deleted``),
+  otherwise it is retried like a leader error.
+* Anything else (authorization/authentication failures, unsupported versions, corrupt
+  responses) raises :class:`KafkaWireError` immediately. Nothing is ever skipped silently.
+
+Threading and Spark: a :class:`KafkaWire` may be shared by threads (every call runs as a
+coroutine on its own IO thread; the calling thread blocks until it completes) and is picklable (only the configuration travels; connections are opened lazily on first
+use in the process that uses it). Call :meth:`KafkaWire.close` (or use it as a context manager)
+when done.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import random
+import re
+import socket
+import threading
+import time
+import weakref
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.errors as Errors
+from kafka.cluster import collect_hosts
+from kafka.net.manager import KafkaConnectionManager
+from kafka.net.selector import NetworkSelector
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import MetadataRequest
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "FETCH_MAX_VERSION",
+    "FETCH_MIN_VERSION",
+    "LIST_OFFSETS_MIN_VERSION",
+    "METADATA_MIN_VERSION",
+    "FetchResult",
+    "FetchStatus",
+    "KafkaUnavailable",
+    "KafkaWire",
+    "KafkaWireError",
+    "PartitionOffsets",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+]
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+#: Fetch v4: last_stable_offset + isolation level (KIP-98); v5 log_start_offset (KIP-107).
+FETCH_MIN_VERSION = 4
+#: Fetch v13+ addresses topics by topic id (KIP-516); v12 is the last name-based version.
+FETCH_MAX_VERSION = 12
+#: ListOffsets v2: isolation_level (LATEST + READ_COMMITTED = LSO).
+LIST_OFFSETS_MIN_VERSION = 2
+#: Metadata v1: is_internal flag (v4+: allow_auto_topic_creation honoured).
+METADATA_MIN_VERSION = 1
+
+_EARLIEST = -2
+_LATEST = -1
+
+# Partition-level errors after which the leader may have moved: refresh metadata and retry.
+_LEADER_ERRORS = frozenset({
+    5,  # LEADER_NOT_AVAILABLE
+    6,  # NOT_LEADER_OR_FOLLOWER
+    7,  # REQUEST_TIMED_OUT
+    9,  # REPLICA_NOT_AVAILABLE
+    13,  # NETWORK_EXCEPTION
+    56,  # KAFKA_STORAGE_ERROR
+    74,  # FENCED_LEADER_EPOCH
+    75,  # UNKNOWN_LEADER_EPOCH
+    78,  # OFFSET_NOT_AVAILABLE (ListOffsets during leader change)
+})
+_OFFSET_OUT_OF_RANGE = 1
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_UNKNOWN_TOPIC_ID = 100
+
+# kafka-python connection settings a caller may pass through unchanged.
+_PASSTHROUGH = frozenset(KafkaConnectionManager.DEFAULT_CONFIG) - {"bootstrap_servers", "metrics",
+                                                                     "metric_group_prefix"}
+
+
+def error_name(code: int) -> str:
+    """Kafka error name for an error code (``6`` -> ``"NOT_LEADER_OR_FOLLOWER"``)."""
+    if code == 0:
+        return "NONE"
+    if code == 6:  # kafka-python still uses the pre-2.6 name NOT_LEADER_FOR_PARTITION
+        return "NOT_LEADER_OR_FOLLOWER"
+    if code in Errors.kafka_errors:
+        return Errors.kafka_errors[code].message
+    return f"UNKNOWN_ERROR_{code}"
+
+
+class KafkaWireError(Exception):
+    """A Kafka request failed in a way retrying will not fix (or the response was unusable)."""
+
+    def __init__(self, message: str, *, error_code: int | None = None):
+        super().__init__(message)
+        self.error_code = error_code
+        self.error = error_name(error_code) if error_code is not None else None
+
+
+class KafkaUnavailable(KafkaWireError):
+    """The cluster (or a partition leader) stayed unavailable through all bounded retries."""
+
+
+class FetchStatus(enum.StrEnum):
+    OK = "ok"
+    OFFSET_OUT_OF_RANGE = "offset_out_of_range"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """Offsets of one partition. ``deleted`` partitions have -1 offsets and ``leader`` -1."""
+
+    topic: str
+    partition: int
+    log_start: int
+    high_watermark: int
+    lso: int
+    leader: int
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """One partition of a Fetch response, with the raw ``records`` bytes.
+
+    ``records`` is exactly the broker's byte string (segment layout, possibly ending in a partial
+    batch, possibly starting before ``fetch_offset``). ``error_code``/``error`` are the Kafka
+    partition error (0/"NONE" on success). For OFFSET_OUT_OF_RANGE, ``log_start_offset``,
+    ``high_watermark`` and ``last_stable_offset`` come from a follow-up ListOffsets (-1 if that
+    failed). For DELETED all offsets are -1. ``api_version`` is the Fetch version used.
+    """
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    records: bytes
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    error_code: int
+    error: str
+    status: FetchStatus
+    leader: int
+    api_version: int
+
+    @property
+    def ok(self) -> bool:
+        return self.status is FetchStatus.OK
+
+    @property
+    def out_of_range(self) -> bool:
+        return self.status is FetchStatus.OFFSET_OUT_OF_RANGE
+
+    @property
+    def deleted(self) -> bool:
+        return self.status is FetchStatus.DELETED
+
+
+def _retriable_exception(exc: BaseException) -> bool:
+    if isinstance(exc, (Errors.UnknownBrokerIdError, OSError)):
+        return True
+    if isinstance(exc, (Errors.SaslAuthenticationFailedError, Errors.AuthorizationError,
+                        Errors.IncompatibleBrokerVersion, Errors.UnsupportedVersionError)):
+        return False
+    return isinstance(exc, Errors.RetriableError)
+
+
+def _describe(exc: BaseException | str | None) -> str:
+    if exc is None:
+        return "none"
+    if isinstance(exc, str):
+        return exc
+    text = str(exc)
+    name = type(exc).__name__
+    return text if text.startswith(name) else f"{name}: {text}" if text else name
+
+
+def _shutdown(net: NetworkSelector, manager: KafkaConnectionManager) -> None:
+    try:
+        if net._io_thread is not None and threading.current_thread() is not net._io_thread:  # noqa: SLF001
+            net.run(manager.close)
+    except Exception:  # noqa: BLE001 - best effort on close
+        log.debug("KafkaWire: error closing connections", exc_info=True)
+    try:
+        net.close()
+    except Exception:  # noqa: BLE001
+        log.debug("KafkaWire: error stopping the IO loop", exc_info=True)
+
+
+class _Attempts:
+    """Bounded retry bookkeeping for one public operation (runs on the IO thread)."""
+
+    def __init__(self, wire: KafkaWire, what: str):
+        self.wire = wire
+        self.what = what
+        self.count = 0
+        self.started = time.monotonic()
+        self.last_error: BaseException | str | None = None
+        self.last_node: Any = None
+        self.leader: Any = None  # partition leader involved, if any (for the message)
+
+    async def failed(self, error: BaseException | str, node: Any = None) -> None:
+        """Record a retriable failure; back off, or raise KafkaUnavailable when out of retries."""
+        self.count += 1
+        self.last_error = error
+        if node is not None:
+            self.last_node = node
+        cfg = self.wire._config
+        if self.count > cfg["retries"]:
+            raise KafkaUnavailable(self.message())
+        delay = min(cfg["retry_backoff_ms"] * 2 ** (self.count - 1), cfg["retry_backoff_max_ms"]) / 1000
+        manager = self.wire._manager
+        if node is not None and manager is not None:
+            delay = max(delay, min(manager.connection_delay(node), cfg["retry_backoff_max_ms"] / 1000))
+        delay *= random.uniform(0.9, 1.1)
+        log.warning("KafkaWire: %s: attempt %d failed (%s); retrying in %.0f ms", self.what, self.count,
+                    _describe(error), delay * 1000)
+        await self.wire._net.sleep(delay)
+
+    def message(self) -> str:
+        elapsed = time.monotonic() - self.started
+        broker = self.wire._node_desc(self.last_node) if self.last_node is not None else "n/a"
+        leader = ""
+        if self.leader is not None and self.leader != self.last_node:
+            leader = f"partition leader: {self.wire._node_desc(self.leader)}; "
+        return (f"Kafka unavailable: {self.what} failed after {self.count} attempts in {elapsed:.1f}s "
+                f"(bootstrap servers: {self.wire.bootstrap_servers}; {leader}last broker tried: {broker}; "
+                f"last error: {_describe(self.last_error)})")
+
+
+class KafkaWire:
+    """Raw-protocol Kafka client: metadata, offsets (HW + LSO + log start) and raw fetches.
+
+    Args:
+        bootstrap_servers: ``"host:port,host:port"`` or a list of ``host:port``.
+        client_id: Kafka client id (shows up in broker request logs/quotas).
+        security_protocol, sasl_*, ssl_*: passed to kafka-python unchanged (PLAINTEXT, SSL,
+            SASL_PLAINTEXT, SASL_SSL; PLAIN, SCRAM-SHA-256/512, GSSAPI, OAUTHBEARER).
+        request_timeout_ms: per-request timeout (a timed-out request closes its connection).
+        retries: retries per operation for retriable conditions (leader moves, broker down).
+        retry_backoff_ms / retry_backoff_max_ms: exponential backoff between retries.
+        reconnect_backoff_ms / reconnect_backoff_max_ms: kafka-python's per-node reconnect backoff.
+        socket_connection_setup_timeout_ms: TCP+TLS+ApiVersions+SASL setup timeout per attempt
+            (default ``min(request_timeout_ms, 10000)``).
+        bootstrap_timeout_ms: how long the first metadata bootstrap may take (default
+            ``request_timeout_ms``) before :class:`KafkaUnavailable`.
+        receive_message_max_bytes: largest accepted response frame (default 100 MB).
+        **kafka_configs: any other ``kafka.net.KafkaConnectionManager`` setting
+            (``ssl_context``, ``ssl_check_hostname``, ``sasl_oauth_token_provider``,
+            ``proxy_url``, ``client_dns_lookup``, ``api_version``, ...).
+    """
+
+    def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "txnwatch",
+                 security_protocol: str = "PLAINTEXT", sasl_mechanism: str | None = None,
+                 sasl_plain_username: str | None = None, sasl_plain_password: str | None = None,
+                 ssl_cafile: str | None = None, ssl_certfile: str | None = None, ssl_keyfile: str | None = None,
+                 ssl_password: str | None = None, request_timeout_ms: int = 30000, retries: int = 8,
+                 retry_backoff_ms: int = 200, retry_backoff_max_ms: int = 5000, reconnect_backoff_ms: int = 50,
+                 reconnect_backoff_max_ms: int = 1000, socket_connection_setup_timeout_ms: int | None = None,
+                 bootstrap_timeout_ms: int | None = None, receive_message_max_bytes: int = 100_000_000,
+                 **kafka_configs: Any):
+        unknown = set(kafka_configs) - _PASSTHROUGH
+        if unknown:
+            raise ValueError(f"unknown kafka-python connection settings: {sorted(unknown)}")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        setup_ms = socket_connection_setup_timeout_ms or min(request_timeout_ms, 10000)
+        if isinstance(bootstrap_servers, str):
+            bootstrap_servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
+        if not bootstrap_servers:
+            raise ValueError("bootstrap_servers is empty")
+        collect_hosts(bootstrap_servers)  # validates host:port syntax early
+        self._config: dict[str, Any] = {
+            "bootstrap_servers": list(bootstrap_servers),
+            "client_id": client_id,
+            "security_protocol": security_protocol,
+            "sasl_mechanism": sasl_mechanism,
+            "sasl_plain_username": sasl_plain_username,
+            "sasl_plain_password": sasl_plain_password,
+            "ssl_cafile": ssl_cafile,
+            "ssl_certfile": ssl_certfile,
+            "ssl_keyfile": ssl_keyfile,
+            "ssl_password": ssl_password,
+            "request_timeout_ms": request_timeout_ms,
+            "reconnect_backoff_ms": reconnect_backoff_ms,
+            "reconnect_backoff_max_ms": reconnect_backoff_max_ms,
+            "socket_connection_setup_timeout_ms": setup_ms,
+            "socket_connection_setup_timeout_max_ms": setup_ms,
+            "receive_message_max_bytes": receive_message_max_bytes,
+            **kafka_configs,
+            # txnwatch-level settings (not passed to kafka-python)
+            "retries": retries,
+            "retry_backoff_ms": retry_backoff_ms,
+            "retry_backoff_max_ms": retry_backoff_max_ms,
+            "bootstrap_timeout_ms": bootstrap_timeout_ms or request_timeout_ms,
+        }
+        self._init_runtime()
+
+    # ------------------------------------------------------------------ lifecycle
+    def _init_runtime(self) -> None:
+        self._lock = threading.Lock()
+        self._net: NetworkSelector | None = None
+        self._manager: KafkaConnectionManager | None = None
+        self._finalizer = None
+        self._closed = False
+        # topic -> {partition: leader node id (-1 = none)}, from our own Metadata requests
+        self._leaders: dict[str, dict[int, int]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_config": dict(self._config)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._config = state["_config"]
+        self._init_runtime()
+
+    def __enter__(self) -> KafkaWire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"KafkaWire({self.bootstrap_servers!r}, client_id={self._config['client_id']!r})"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(self._config["bootstrap_servers"])
+
+    @property
+    def broker_version(self) -> tuple[int, ...] | None:
+        """Broker version inferred by kafka-python from ApiVersions (None before connecting)."""
+        return self._manager.broker_version if self._manager is not None else None
+
+    def close(self) -> None:
+        """Close connections and stop the IO thread. Idempotent; the object cannot be reused."""
+        with self._lock:
+            self._closed = True
+            if self._finalizer is not None:
+                self._finalizer()
+                self._finalizer = None
+            self._net = self._manager = None
+
+    def connect(self) -> None:
+        """Start the IO thread and bootstrap cluster metadata (otherwise done on first use)."""
+        self._ensure_started()
+
+    def _ensure_started(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise KafkaWireError("KafkaWire is closed")
+            if self._net is None:
+                cfg = {k: v for k, v in self._config.items() if k in _PASSTHROUGH or k == "bootstrap_servers"}
+                net = NetworkSelector(client_id=cfg["client_id"])
+                manager = KafkaConnectionManager(net, **cfg)
+                net.start()
+                self._net, self._manager = net, manager
+                self._finalizer = weakref.finalize(self, _shutdown, net, manager)
+            manager = self._manager
+        if manager.bootstrapped:
+            return
+        timeout_ms = self._config["bootstrap_timeout_ms"]
+        try:
+            manager.bootstrap(timeout_ms)
+        except (Errors.SaslAuthenticationFailedError, Errors.AuthorizationError) as exc:
+            raise KafkaWireError(f"Kafka authentication/authorization failed against "
+                                 f"{self.bootstrap_servers}: {_describe(exc)}") from exc
+        except Errors.IncompatibleBrokerVersion as exc:
+            raise KafkaWireError(f"Kafka broker at {self.bootstrap_servers} is incompatible: "
+                                 f"{_describe(exc)}") from exc
+        except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError and friends
+            raise KafkaUnavailable(
+                f"Kafka unavailable: could not bootstrap cluster metadata from {self.bootstrap_servers} "
+                f"within {timeout_ms} ms (last error: {self._bootstrap_diagnosis(manager, exc)})") from exc
+
+    def _bootstrap_diagnosis(self, manager: KafkaConnectionManager, exc: BaseException) -> str:
+        for broker in manager.cluster.bootstrap_brokers():
+            failure = manager.auth_failure(broker.node_id)
+            if failure is not None:
+                return f"authentication failed at {broker.host}:{broker.port}: {_describe(failure)}"
+        problems = []
+        for host, port, _ in collect_hosts(self._config["bootstrap_servers"], randomize=False):
+            try:
+                with socket.create_connection((host, port), timeout=1.0):
+                    problems.append(f"{host}:{port} accepts TCP connections but the Kafka handshake/"
+                                    f"metadata request failed ({_describe(exc)})")
+            except OSError as err:
+                problems.append(f"{host}:{port} {err.strerror or _describe(err)}")
+        return "; ".join(problems) or _describe(exc)
+
+    def _run(self, coro, *args):
+        self._ensure_started()
+        net = self._net
+        if net is None:
+            raise KafkaWireError("KafkaWire is closed")
+        try:
+            return net.run(coro, *args)
+        except KafkaWireError:
+            raise
+        except Errors.KafkaError as exc:
+            raise KafkaWireError(f"Kafka request failed against {self.bootstrap_servers}: "
+                                 f"{_describe(exc)}") from exc
+
+    # ------------------------------------------------------------------ public API
+    def partitions(self, topics: Iterable[str] | None = None, pattern: str | None = None,
+                   include_internal: bool = False) -> dict[str, list[int]]:
+        """Topic -> sorted partition ids, from a fresh Metadata request.
+
+        ``topics`` are always included when they exist, internal or not (so the caller can
+        always ask for ``__transaction_state``). ``pattern`` is matched against the whole topic
+        name (``re.fullmatch``, like Java's ``Pattern.matches``); internal topics match it only
+        with ``include_internal``. With neither, all topics are listed (internal ones only with
+        ``include_internal``). Topics that do not exist are absent from the result (and logged).
+        Partitions without a leader are listed (they exist); fetching them is retried.
+        """
+        return self._run(self._partitions_async, list(topics) if topics is not None else None, pattern,
+                         include_internal)
+
+    def offsets(self, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int], PartitionOffsets]:
+        """Log start, high watermark and LSO of partitions, asked from their leaders.
+
+        Keys are ``(topic, partition)`` tuples (``TopicPartition`` inputs are accepted). Deleted
+        or unknown partitions are returned with ``deleted=True`` and -1 offsets.
+        """
+        wanted = list(dict.fromkeys((str(t), int(p)) for t, p in tps))
+        if not wanted:
+            return {}
+        return self._run(self._offsets_async, wanted)
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
+              min_bytes: int = 1) -> FetchResult:
+        """Fetch raw record-batch bytes of one partition from ``offset`` (READ_UNCOMMITTED).
+
+        ``max_bytes`` is both the partition and the request limit. ``max_wait_ms=0`` makes the
+        broker answer immediately even when there is nothing new.
+        """
+        if max_bytes <= 0:
+            raise ValueError("max_bytes must be > 0")
+        if offset < 0:
+            raise ValueError("offset must be >= 0")
+        return self._run(self._fetch_async, topic, int(partition), int(offset), int(max_bytes), int(max_wait_ms),
+                         int(min_bytes))
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        """Cached leader node id (-1: no leader, None: unknown/not yet looked up)."""
+        return self._leaders.get(topic, {}).get(partition)
+
+    def refresh_metadata(self, topics: Iterable[str] | None = None) -> None:
+        """Refresh the cached partition leaders (all topics when ``topics`` is None)."""
+        self._run(self._metadata_async, list(topics) if topics is not None else None, None)
+
+    # ------------------------------------------------------------------ internals (IO thread)
+    def _node_desc(self, node_id: Any) -> str:
+        if node_id == -1:
+            return "none (no leader)"
+        manager = self._manager
+        meta = manager.cluster.broker_metadata(node_id) if manager is not None else None
+        if meta is None:
+            return f"node {node_id}"
+        if isinstance(node_id, str) and node_id.startswith("bootstrap-"):
+            return f"bootstrap server {meta.host}:{meta.port}"
+        return f"node {node_id} at {meta.host}:{meta.port}"
+
+    def _send_nowait(self, node_id: Any, request):
+        """Queue a request on the node's connection now; returns kafka-python's Future."""
+        return self._manager.send(request, node_id=node_id, request_timeout_ms=self._config["request_timeout_ms"])
+
+    async def _await(self, future):
+        # safety net on top of kafka-python's own per-request and connection-setup timers
+        timeout_ms = (self._config["request_timeout_ms"] + self._config["socket_connection_setup_timeout_ms"]
+                      + 1000)
+        return await self._manager.wait_for(future, timeout_ms)
+
+    async def _send(self, node_id: Any, request):
+        return await self._await(self._send_nowait(node_id, request))
+
+    def _metadata_node(self) -> Any:
+        manager = self._manager
+        node = manager.least_loaded_node()
+        if node is None:
+            node = random.choice(manager.cluster.bootstrap_brokers()).node_id
+        return node
+
+    async def _metadata_async(self, topics: list[str] | None, attempts: _Attempts | None):
+        """One successful Metadata response (retried); updates the leader cache."""
+        attempts = attempts or _Attempts(self, "Metadata request")
+        while True:
+            node = self._metadata_node()
+            request = MetadataRequest(
+                topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False,
+                min_version=METADATA_MIN_VERSION,
+            )
+            try:
+                response = await self._send(node, request)
+            except Exception as exc:  # noqa: BLE001
+                if not _retriable_exception(exc):
+                    raise KafkaWireError(f"Metadata request to {self._node_desc(node)} failed: "
+                                         f"{_describe(exc)}") from exc
+                await attempts.failed(exc, node)
+                continue
+            if not response.brokers:
+                await attempts.failed("Metadata response without brokers", node)
+                continue
+            self._manager.cluster.update_metadata(response)  # kafka-python routes node ids with it
+            self._apply_metadata(response)
+            return response
+
+    def _apply_metadata(self, response) -> None:
+        for t in response.topics:
+            if t.name is None:
+                continue
+            if t.error_code == 0:
+                self._leaders[t.name] = {p.partition_index: p.leader_id for p in t.partitions}
+            elif t.error_code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID, 17):  # 17 INVALID_TOPIC
+                self._leaders.pop(t.name, None)
+
+    @staticmethod
+    def _topic_errors(response, names: set[str]) -> dict[str, int]:
+        return {t.name: t.error_code for t in response.topics if t.name in names and t.error_code}
+
+    async def _partitions_async(self, topics: list[str] | None, pattern: str | None, include_internal: bool):
+        attempts = _Attempts(self, "partition discovery (Metadata)")
+        regex = re.compile(pattern) if pattern is not None else None
+        result: dict[str, list[int]] = {}
+        if regex is not None or topics is None:
+            response = await self._metadata_async(None, attempts)
+            for t in response.topics:
+                if t.error_code or t.name is None:
+                    continue
+                if t.is_internal and not include_internal:
+                    continue
+                if regex is not None and not regex.fullmatch(t.name):
+                    continue
+                result[t.name] = sorted(p.partition_index for p in t.partitions)
+        if topics:
+            names = list(dict.fromkeys(topics))
+            while True:
+                response = await self._metadata_async(names, attempts)
+                errors = self._topic_errors(response, set(names))
+                retriable = {n: c for n, c in errors.items()
+                             if c not in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID)
+                             and Errors.for_code(c).retriable}
+                fatal = {n: c for n, c in errors.items()
+                         if c not in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID) and n not in retriable}
+                if fatal:
+                    name, code = next(iter(fatal.items()))
+                    raise KafkaWireError(f"Metadata for topic {name!r} failed: {error_name(code)}", error_code=code)
+                if retriable:
+                    await attempts.failed(
+                        "topic errors " + ", ".join(f"{n}={error_name(c)}" for n, c in retriable.items()))
+                    continue
+                break
+            for t in response.topics:
+                if t.error_code == 0 and t.name is not None:
+                    result[t.name] = sorted(p.partition_index for p in t.partitions)
+            missing = [n for n in names if n not in result]
+            if missing:
+                log.warning("KafkaWire: topics not found in cluster metadata: %s", missing)
+        return dict(sorted(result.items()))
+
+    def _known(self, tp: tuple[str, int]) -> bool:
+        return tp[1] in self._leaders.get(tp[0], {})
+
+    async def _offsets_async(self, wanted: list[tuple[str, int]]):
+        attempts = _Attempts(self, f"ListOffsets for {len(wanted)} partition(s)")
+        result: dict[tuple[str, int], PartitionOffsets] = {}
+        pending = list(wanted)
+        if any(not self._known(tp) for tp in pending):
+            await self._metadata_async(sorted({t for t, _ in pending}), attempts)
+        # invariant: metadata was refreshed (in this call) before any partition is found missing
+        while pending:
+            retry: list[tuple[str, int]] = []
+            last_error: BaseException | str | None = None
+            last_node = None
+            by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+            for tp in pending:
+                if not self._known(tp):
+                    result[tp] = PartitionOffsets(tp[0], tp[1], -1, -1, -1, -1, deleted=True)
+                    continue
+                leader = self._leaders[tp[0]][tp[1]]
+                if leader < 0:
+                    retry.append(tp)
+                    last_error = f"no leader for {tp[0]}-{tp[1]} (LEADER_NOT_AVAILABLE)"
+                    continue
+                by_leader[leader].append(tp)
+            for leader, tps in by_leader.items():
+                futures = []
+                for ts, isolation in ((_EARLIEST, READ_UNCOMMITTED), (_LATEST, READ_UNCOMMITTED),
+                                      (_LATEST, READ_COMMITTED)):
+                    try:  # all three are pipelined on the leader's connection
+                        futures.append(self._send_nowait(leader, self._list_offsets_request(tps, ts, isolation)))
+                    except Exception as exc:  # noqa: BLE001
+                        futures.append(exc)
+                answers: list[dict[tuple[str, int], tuple[int, int]] | BaseException] = []
+                for fut in futures:
+                    if isinstance(fut, BaseException):
+                        answers.append(fut)
+                        continue
+                    try:
+                        response = await self._await(fut)
+                    except Exception as exc:  # noqa: BLE001
+                        answers.append(exc)
+                        continue
+                    answers.append({(t.name, p.partition_index): (p.error_code, p.offset)
+                                    for t in response.topics for p in t.partitions})
+                failure = next((a for a in answers if isinstance(a, BaseException)), None)
+                if failure is not None:
+                    if not _retriable_exception(failure):
+                        raise KafkaWireError(f"ListOffsets to {self._node_desc(leader)} failed: "
+                                             f"{_describe(failure)}") from failure
+                    retry.extend(tps)
+                    last_error, last_node = failure, leader
+                    attempts.leader = leader
+                    continue
+                for tp in tps:
+                    parts = [a.get(tp) for a in answers]
+                    if any(p is None for p in parts):
+                        raise KafkaWireError(f"ListOffsets response from {self._node_desc(leader)} lacks "
+                                             f"{tp[0]}-{tp[1]}")
+                    codes = [code for code, _ in parts if code]
+                    if not codes:
+                        (_, start), (_, hw), (_, lso) = parts
+                        result[tp] = PartitionOffsets(tp[0], tp[1], start, hw, lso, leader)
+                        continue
+                    code = codes[0]
+                    if code in _LEADER_ERRORS or code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID):
+                        retry.append(tp)
+                        last_error = f"{error_name(code)} for {tp[0]}-{tp[1]}"
+                        last_node = leader
+                        continue
+                    raise KafkaWireError(f"ListOffsets for {tp[0]}-{tp[1]} at {self._node_desc(leader)} failed: "
+                                         f"{error_name(code)}", error_code=code)
+            pending = retry
+            if pending:
+                await attempts.failed(last_error or "retriable error", last_node)
+                await self._metadata_async(sorted({t for t, _ in pending}), attempts)
+        return {tp: result[tp] for tp in wanted}
+
+    def _list_offsets_request(self, tps: list[tuple[str, int]], timestamp: int, isolation: int):
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for t, p in tps:
+            by_topic[t].append(p)
+        Topic = ListOffsetsRequest.ListOffsetsTopic
+        Partition = Topic.ListOffsetsPartition
+        return ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=isolation,
+            topics=[Topic(name=t, partitions=[Partition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
+                                              for p in ps])
+                    for t, ps in by_topic.items()],
+            timeout_ms=self._config["request_timeout_ms"],
+            min_version=LIST_OFFSETS_MIN_VERSION,
+        )
+
+    def _fetch_request(self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
+                       min_bytes: int):
+        return FetchRequest(
+            replica_id=-1,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            isolation_level=READ_UNCOMMITTED,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
+                partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=max_bytes)])],
+            forgotten_topics_data=[],
+            rack_id="",
+            min_version=FETCH_MIN_VERSION,
+            max_version=FETCH_MAX_VERSION,
+        )
+
+    async def _fetch_async(self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
+                           min_bytes: int) -> FetchResult:
+        tp = (topic, partition)
+        attempts = _Attempts(self, f"Fetch {topic}-{partition} at offset {offset}")
+        if not self._known(tp):
+            await self._metadata_async([topic], attempts)
+        fresh_metadata = True
+        while True:
+            if not self._known(tp):
+                if fresh_metadata:
+                    return self._gone(tp, offset, _UNKNOWN_TOPIC_OR_PARTITION)
+                await self._metadata_async([topic], attempts)
+                fresh_metadata = True
+                continue
+            leader = self._leaders[topic][partition]
+            attempts.leader = leader
+            if leader < 0:
+                await attempts.failed(f"no leader for {topic}-{partition} (LEADER_NOT_AVAILABLE)")
+                await self._metadata_async([topic], attempts)
+                continue
+            request = self._fetch_request(topic, partition, offset, max_bytes, max_wait_ms, min_bytes)
+            try:
+                response = await self._send(leader, request)
+            except Exception as exc:  # noqa: BLE001
+                if not _retriable_exception(exc):
+                    raise KafkaWireError(f"Fetch {topic}-{partition} from {self._node_desc(leader)} failed: "
+                                         f"{_describe(exc)}") from exc
+                await attempts.failed(exc, leader)
+                await self._metadata_async([topic], attempts)
+                continue
+            fresh_metadata = False
+            version = request.API_VERSION
+            top_error = getattr(response, "error_code", 0) or 0
+            pdata = next((p for t in response.responses if t.topic == topic
+                          for p in t.partitions if p.partition_index == partition), None)
+            if top_error:
+                code = top_error
+            elif pdata is None:
+                raise KafkaWireError(f"Fetch response from {self._node_desc(leader)} lacks {topic}-{partition}")
+            else:
+                code = pdata.error_code
+            if code == 0:
+                return FetchResult(topic, partition, offset, bytes(pdata.records or b""), pdata.high_watermark,
+                                   pdata.last_stable_offset, pdata.log_start_offset if version >= 5 else -1, 0,
+                                   "NONE", FetchStatus.OK, leader, version)
+            if code == _OFFSET_OUT_OF_RANGE:
+                start = hw = lso = -1
+                try:
+                    offs = (await self._offsets_async([tp]))[tp]
+                    start, hw, lso = offs.log_start, offs.high_watermark, offs.lso
+                except KafkaWireError as exc:
+                    log.warning("KafkaWire: %s-%s: OFFSET_OUT_OF_RANGE at %d and the follow-up ListOffsets "
+                                "failed: %s", topic, partition, offset, exc)
+                log.info("KafkaWire: %s-%s: offset %d out of range (log start %d, high watermark %d)", topic,
+                         partition, offset, start, hw)
+                return FetchResult(topic, partition, offset, b"", hw, lso, start, code, error_name(code),
+                                   FetchStatus.OFFSET_OUT_OF_RANGE, leader, version)
+            if code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID):
+                await self._metadata_async([topic], attempts)
+                if not self._known(tp):
+                    return self._gone(tp, offset, code, leader, version)
+                await attempts.failed(f"{error_name(code)} for {topic}-{partition} although metadata lists it",
+                                      leader)
+                continue
+            if code in _LEADER_ERRORS:
+                await attempts.failed(f"{error_name(code)} for {topic}-{partition}", leader)
+                await self._metadata_async([topic], attempts)
+                continue
+            raise KafkaWireError(f"Fetch {topic}-{partition} at offset {offset} from {self._node_desc(leader)} "
+                                 f"failed: {error_name(code)}", error_code=code)
+
+    @staticmethod
+    def _gone(tp: tuple[str, int], offset: int, code: int, leader: int = -1, version: int = -1) -> FetchResult:
+        log.warning("KafkaWire: %s-%s no longer exists (topic deleted?)", tp[0], tp[1])
+        return FetchResult(tp[0], tp[1], offset, b"", -1, -1, -1, code, error_name(code), FetchStatus.DELETED,
+                           leader, version)

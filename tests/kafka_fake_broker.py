@@ -1,0 +1,1275 @@
+"""A fake Kafka cluster over real loopback sockets, for tests only (never shipped).
+
+``FakeKafkaBroker`` is a small threaded TCP server on 127.0.0.1 that speaks the real Kafka wire
+protocol. Requests are decoded and responses encoded with kafka-python's own protocol classes
+(``kafka.protocol.*``, JSON-schema driven, so every version in the advertised ranges is encoded
+exactly like kafka-python/Kafka expect). The data it serves is a broker-shaped log directory::
+
+    <root>/<topic>-<partition>/<20-digit base offset>.log
+
+and the bytes of ``.log`` segment files are served verbatim in Fetch responses: a Fetch
+response's ``records`` field has the same byte layout as a segment file
+(spec/kafka-formats.md §1-§2). Files are re-stat'ed on every request, so tests may append to
+them (or drop new segment files) while the broker runs; :meth:`refresh` drops all caches.
+
+What is modelled (and how faithfully)
+-------------------------------------
+* **ApiVersions** v0-4 (answers UNSUPPORTED_VERSION in v0 format for unknown versions, like
+  Kafka). Advertised ranges: see :data:`DEFAULT_API_VERSIONS` (overridable per instance, e.g.
+  to emulate an old broker).
+* **Metadata** v0-12: all nodes of the fake cluster, one replica per partition (the leader),
+  ``is_internal`` for ``__transaction_state``/``__consumer_offsets``, stable topic ids, auto
+  topic creation when the request allows it and ``auto_create_topics`` is on.
+* **ListOffsets** v1-7: EARLIEST (-2) = log start offset, LATEST (-1) = high watermark for
+  READ_UNCOMMITTED and last stable offset (LSO) for READ_COMMITTED, MAX_TIMESTAMP (-3) and
+  timestamps at batch granularity.
+* **Fetch** v4-12, sessionless (``session_id`` 0): served from the segment holding the batch
+  that contains the fetch offset (the response starts at that batch, which may begin *before*
+  the fetch offset, and never spans two segments - as Kafka's ``LocalLog.read``). Partition max
+  bytes are honoured as Kafka does: the slice is exactly ``partition_max_bytes`` long and may end
+  in a **partial trailing batch** (``partial_batches=True``, Kafka behaviour), except that the
+  first partition of a response always gets at least one whole batch (KIP-74) even if it is
+  larger than the limit. The request-level ``max_bytes`` is honoured across partitions.
+  READ_COMMITTED reads stop at the LSO and return the aborted-transaction list.
+  ``max_wait_ms``/``min_bytes`` are ignored: the fake always answers immediately.
+* **High watermark** = log end offset (single replica). **LSO** = first offset of the oldest
+  open transaction, computed from the served log with the broker's pairing rules
+  (spec/kafka-formats.md §3.4: per producer id, the first transactional data batch opens a
+  transaction, a COMMIT/ABORT marker with a record closes whatever is open, an empty control
+  batch does nothing), else the high watermark.
+* **Produce** v3-9 (record batch magic v2 only; CRC checked): batches get the next offsets and
+  the partition leader epoch and are appended to the partition's last segment file on disk.
+  ``acks=0`` gets no response. No sequence-number/epoch validation (duplicates are appended).
+* **InitProducerId** v0-4, **FindCoordinator** v0-4, **AddPartitionsToTxn** v0-3, **EndTxn**
+  v0-3: enough for kafka-python's ``KafkaProducer`` with ``enable_idempotence=True`` (its
+  default) and with a ``transactional_id`` (``init_transactions``/``begin_transaction``/
+  ``commit_transaction``/``abort_transaction``). EndTxn appends real COMMIT/ABORT control
+  batches (78 bytes, spec §3.1) with the producer's current epoch (transaction version 0/1
+  semantics) and coordinator epoch ``coordinator_epoch``. Re-initialising a transactional id
+  with an open transaction aborts it with ``epoch + 1`` markers and returns ``epoch + 1``
+  (simplified: real Kafka goes through PrepareAbort and may bump twice). Transactions never
+  time out (that is how tests build hanging transactions), ``__transaction_state`` is *not*
+  written, and AddOffsetsToTxn/TxnOffsetCommit (``send_offsets_to_transaction``) are not
+  supported.
+* **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories.
+
+Not modelled: SASL/SSL, fetch sessions, long-poll waits, replication/ISR, quotas, DeleteTopics
+(use :meth:`delete_topic`), compaction, leader-epoch checkpoint files, idempotent sequence
+checks, magic v0/v1 produce.
+
+Fault injection (all thread-safe, effective from the next request)
+------------------------------------------------------------------
+* :meth:`inject_partition_error` / :meth:`leader_not_available` / :meth:`not_leader`: the next N
+  partition-scoped answers (Fetch, ListOffsets, Produce) for a partition carry an error code.
+* :meth:`move_leader`: partition leadership moves to another node (``num_nodes`` > 1); requests
+  to the old node get NOT_LEADER_OR_FOLLOWER, Metadata names the new leader. ``node_id=-1``
+  makes the leader unavailable (Metadata: LEADER_NOT_AVAILABLE, leader -1).
+* :meth:`drop_connection`: the next N matching requests are answered by closing the socket.
+* :meth:`stall`: the next N matching requests are read and never answered (client timeouts).
+* :meth:`advance_log_start`: retention/DeleteRecords moved the log start offset; fetches below
+  it get OFFSET_OUT_OF_RANGE, ListOffsets EARLIEST returns it.
+* :meth:`delete_topic`: the partition directories are renamed ``<dir>.<id>-delete`` (as Kafka
+  does) and the topic disappears (UNKNOWN_TOPIC_OR_PARTITION).
+* :meth:`stop` / :meth:`start`: the broker goes down (listeners closed, open connections reset)
+  and comes back on the same ports.
+* :meth:`roll_segment`, :meth:`append_raw`, :meth:`append_batches`: grow the log while running.
+
+The root directory is modified by Produce, EndTxn, CreateTopics, :meth:`delete_topic` and the
+append helpers: point it at a copy (see :func:`stage_segment`), never at checked-in fixtures.
+
+Usage::
+
+    root = tmp_path / "logs"
+    stage_segment(root, "orders", 0, FIXTURE)
+    with FakeKafkaBroker(root) as broker:
+        wire = KafkaWire(broker.bootstrap_servers, ...)
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import re
+import shutil
+import socket
+import struct
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+log = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------------------------
+# Kafka error codes used by the fake (org.apache.kafka.common.protocol.Errors)
+# --------------------------------------------------------------------------------------------
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REQUEST = 42
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+
+ERROR_CODES = {
+    "NONE": NONE,
+    "OFFSET_OUT_OF_RANGE": OFFSET_OUT_OF_RANGE,
+    "CORRUPT_MESSAGE": CORRUPT_MESSAGE,
+    "UNKNOWN_TOPIC_OR_PARTITION": UNKNOWN_TOPIC_OR_PARTITION,
+    "LEADER_NOT_AVAILABLE": LEADER_NOT_AVAILABLE,
+    "NOT_LEADER_OR_FOLLOWER": NOT_LEADER_OR_FOLLOWER,
+    "NOT_LEADER_FOR_PARTITION": NOT_LEADER_OR_FOLLOWER,
+    "REQUEST_TIMED_OUT": 7,
+    "REPLICA_NOT_AVAILABLE": 9,
+    "NETWORK_EXCEPTION": 13,
+    "TOPIC_AUTHORIZATION_FAILED": 29,
+    "KAFKA_STORAGE_ERROR": 56,
+    "FENCED_LEADER_EPOCH": FENCED_LEADER_EPOCH,
+    "UNKNOWN_LEADER_EPOCH": UNKNOWN_LEADER_EPOCH,
+}
+
+INTERNAL_TOPICS = frozenset({"__transaction_state", "__consumer_offsets"})
+
+#: api_key -> (min_version, max_version) advertised by default. Every version in these ranges
+#: is handled (kafka-python's schema classes encode/decode all of them).
+DEFAULT_API_VERSIONS: dict[int, tuple[int, int]] = {
+    ProduceRequest.API_KEY: (3, 9),
+    FetchRequest.API_KEY: (4, 12),
+    ListOffsetsRequest.API_KEY: (1, 7),
+    MetadataRequest.API_KEY: (0, 12),
+    FindCoordinatorRequest.API_KEY: (0, 4),
+    ApiVersionsRequest.API_KEY: (0, 4),
+    CreateTopicsRequest.API_KEY: (2, 7),
+    InitProducerIdRequest.API_KEY: (0, 4),
+    AddPartitionsToTxnRequest.API_KEY: (0, 3),
+    EndTxnRequest.API_KEY: (0, 3),
+}
+
+_REQUEST_CLASSES = {
+    cls.API_KEY: cls
+    for cls in (
+        ProduceRequest,
+        FetchRequest,
+        ListOffsetsRequest,
+        MetadataRequest,
+        FindCoordinatorRequest,
+        ApiVersionsRequest,
+        CreateTopicsRequest,
+        InitProducerIdRequest,
+        AddPartitionsToTxnRequest,
+        EndTxnRequest,
+    )
+}
+
+_API_NAMES = {
+    ProduceRequest.API_KEY: "produce",
+    FetchRequest.API_KEY: "fetch",
+    ListOffsetsRequest.API_KEY: "list_offsets",
+    MetadataRequest.API_KEY: "metadata",
+    FindCoordinatorRequest.API_KEY: "find_coordinator",
+    ApiVersionsRequest.API_KEY: "api_versions",
+    CreateTopicsRequest.API_KEY: "create_topics",
+    InitProducerIdRequest.API_KEY: "init_producer_id",
+    AddPartitionsToTxnRequest.API_KEY: "add_partitions_to_txn",
+    EndTxnRequest.API_KEY: "end_txn",
+}
+
+_PARTITION_APIS = ("fetch", "list_offsets", "produce")
+
+_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+_PARTITION_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+# v2 record batch header (spec/kafka-formats.md §2.1), 61 bytes
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_V2_HEADER_SIZE = 61
+_LOG_OVERHEAD = 12  # baseOffset + batchLength
+_ATTR_COMPRESSION = 0x07
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+
+_UUID_NS = uuid.UUID("5d1f6c1e-7c57-4a52-9c6b-2f1b8a7f0a11")
+
+
+def resolve_error(error: int | str) -> int:
+    """Kafka error code from an int or a Kafka error name (``"NOT_LEADER_OR_FOLLOWER"``)."""
+    if isinstance(error, int):
+        return error
+    try:
+        return ERROR_CODES[error.upper()]
+    except KeyError:
+        raise ValueError(f"unknown Kafka error name {error!r}; use an int code") from None
+
+
+def segment_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
+
+
+def stage_segment(root: str | os.PathLike, topic: str, partition: int, src: str | os.PathLike,
+                  base_offset: int | None = None) -> Path:
+    """Copy a segment file into ``<root>/<topic>-<partition>/<20 digits>.log`` and return its path.
+
+    ``base_offset`` defaults to the 20-digit number at the end of ``src``'s name (e.g.
+    ``scenario_orders-0_00000000000000000000.log``), else 0.
+    """
+    src = Path(src)
+    if base_offset is None:
+        m = re.search(r"(\d{20})\.log$", src.name)
+        base_offset = int(m.group(1)) if m else 0
+    pdir = Path(root) / f"{topic}-{partition}"
+    pdir.mkdir(parents=True, exist_ok=True)
+    dst = pdir / segment_file_name(base_offset)
+    shutil.copyfile(src, dst)
+    return dst
+
+
+# --------------------------------------------------------------------------------------------
+# Record batch helpers
+# --------------------------------------------------------------------------------------------
+def _zigzag_varint(value: int) -> bytes:
+    v = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = 0
+    result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def build_control_batch(base_offset: int, producer_id: int, producer_epoch: int, *, commit: bool,
+                        coordinator_epoch: int, timestamp_ms: int, partition_leader_epoch: int = 0) -> bytes:
+    """A COMMIT/ABORT transaction marker batch exactly as the partition leader writes it (spec §3.1-§3.2)."""
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    body = (b"\x00" + _zigzag_varint(0) + _zigzag_varint(0) + _zigzag_varint(len(key)) + key
+            + _zigzag_varint(len(value)) + value + _zigzag_varint(0))
+    record = _zigzag_varint(len(body)) + body
+    after_crc = struct.pack(">hiqqqhii", _ATTR_TRANSACTIONAL | _ATTR_CONTROL, 0, timestamp_ms, timestamp_ms,
+                            producer_id, producer_epoch, -1, 1) + record
+    crc = crc32c.crc32c(after_crc)
+    batch_length = 4 + 1 + 4 + len(after_crc)
+    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, 2, crc) + after_crc
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """Header facts of one entry of a segment (magic v2 batch, or a legacy v0/v1 message)."""
+
+    base_offset: int
+    last_offset: int
+    position: int  # byte position in the segment file
+    size: int  # bytes on disk (12 + batchLength)
+    magic: int
+    attributes: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_timestamp: int = -1
+    max_timestamp: int = -1
+    count: int = 0
+    control_type: int | None = None  # 0 ABORT, 1 COMMIT, ... for control batches with a record
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & _ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & _ATTR_CONTROL)
+
+
+def scan_batches(data: bytes, base_position: int = 0) -> tuple[list[BatchInfo], int]:
+    """Batch headers of a segment (spec §1 framing rules). Returns (batches, valid_end_position)."""
+    batches: list[BatchInfo] = []
+    pos = 0
+    end = len(data)
+    while end - pos > 17:
+        base_offset, length = struct.unpack_from(">qi", data, pos)
+        if length < 14 or pos + _LOG_OVERHEAD + length > end:
+            break
+        magic = data[pos + 16]
+        size = _LOG_OVERHEAD + length
+        if magic >= 2 and size >= _V2_HEADER_SIZE:
+            (_, _, _, _, _, attrs, last_delta, base_ts, max_ts, pid, epoch, _seq,
+             count) = _V2_HEADER.unpack_from(data, pos)
+            control_type = None
+            if attrs & _ATTR_CONTROL and count > 0 and not attrs & _ATTR_COMPRESSION:
+                with contextlib.suppress(IndexError, ValueError, struct.error):
+                    p = pos + _V2_HEADER_SIZE
+                    _, p = _read_varint(data, p)  # record length
+                    p += 1  # attributes
+                    _, p = _read_varint(data, p)  # timestamp delta
+                    _, p = _read_varint(data, p)  # offset delta
+                    key_len, p = _read_varint(data, p)
+                    if key_len >= 4:
+                        control_type = struct.unpack_from(">h", data, p + 2)[0]
+            batches.append(BatchInfo(base_offset, base_offset + last_delta, base_position + pos, size, magic,
+                                     attrs & 0xFFFF, pid, epoch, base_ts, max_ts, count, control_type))
+        else:
+            # legacy message (or a wrapper): the offset field is the (last) offset
+            batches.append(BatchInfo(base_offset, base_offset, base_position + pos, size, magic))
+        pos += size
+    return batches, base_position + pos
+
+
+@dataclass
+class _Segment:
+    base_offset: int
+    path: Path
+    stat_key: tuple[int, int] = (-1, -1)
+    data: bytes = b""
+    batches: list[BatchInfo] = field(default_factory=list)
+    valid_end: int = 0
+
+    def load(self) -> None:
+        st = self.path.stat()
+        key = (st.st_size, st.st_mtime_ns)
+        if key == self.stat_key:
+            return
+        self.data = self.path.read_bytes()
+        self.batches, self.valid_end = scan_batches(self.data)
+        self.stat_key = key
+
+
+@dataclass
+class PartitionState:
+    """What the fake broker would report for a partition right now."""
+
+    topic: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    open_transactions: dict[int, int]  # producer id -> first offset of its open transaction
+    aborted_transactions: list[tuple[int, int, int]]  # (producer id, first offset, marker offset)
+    leader: int
+    leader_epoch: int
+    segments: list[int]  # base offsets
+
+
+class _PartitionLog:
+    def __init__(self, topic: str, partition: int, path: Path):
+        self.topic = topic
+        self.partition = partition
+        self.path = path
+        self.segments: dict[Path, _Segment] = {}
+        self.log_start_override: int | None = None
+
+    def load(self) -> list[_Segment]:
+        found: dict[Path, _Segment] = {}
+        try:
+            entries = list(os.scandir(self.path))
+        except FileNotFoundError:
+            entries = []
+        for entry in entries:
+            m = _SEGMENT_RE.match(entry.name)
+            if not m or not entry.is_file():
+                continue
+            p = Path(entry.path)
+            seg = self.segments.get(p) or _Segment(int(m.group(1)), p)
+            try:
+                seg.load()
+            except FileNotFoundError:
+                continue
+            found[p] = seg
+        self.segments = found
+        return sorted(found.values(), key=lambda s: s.base_offset)
+
+    def state(self, leader: int, leader_epoch: int) -> tuple[PartitionState, list[_Segment]]:
+        segs = self.load()
+        log_start = segs[0].base_offset if segs else 0
+        if self.log_start_override is not None:
+            log_start = max(log_start, self.log_start_override)
+        log_end = log_start
+        for seg in segs:
+            log_end = max(log_end, seg.base_offset)
+            if seg.batches:
+                log_end = max(log_end, seg.batches[-1].last_offset + 1)
+        open_txns: dict[int, int] = {}
+        aborted: list[tuple[int, int, int]] = []
+        for seg in segs:
+            for b in seg.batches:
+                if not b.is_transactional:
+                    continue
+                if b.is_control:
+                    if b.count == 0 or b.control_type not in (0, 1):
+                        continue  # empty control batch: "nothing to do" (spec §3.3/§3.4)
+                    first = open_txns.pop(b.producer_id, None)
+                    if first is not None and b.control_type == 0:
+                        aborted.append((b.producer_id, first, b.base_offset))
+                elif b.producer_id not in open_txns:
+                    open_txns[b.producer_id] = b.base_offset
+        hw = log_end
+        lso = min([hw, *open_txns.values()])
+        st = PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), aborted,
+                            leader, leader_epoch, [s.base_offset for s in segs])
+        return st, segs
+
+    def active_segment(self, log_end: int) -> Path:
+        segs = self.load()
+        if segs:
+            return segs[-1].path
+        self.path.mkdir(parents=True, exist_ok=True)
+        p = self.path / segment_file_name(log_end)
+        p.touch()
+        return p
+
+
+@dataclass
+class RequestRecord:
+    node_id: int
+    api: str
+    api_key: int
+    version: int
+    client_id: str | None
+    request: object
+
+
+@dataclass
+class _TxnState:
+    producer_id: int
+    producer_epoch: int
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+
+
+@dataclass
+class _ConnFault:
+    kind: str  # "drop" | "stall"
+    remaining: int
+    api: str | None
+
+
+class _Node:
+    def __init__(self, broker: FakeKafkaBroker, node_id: int, host: str, port: int):
+        self.broker = broker
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._running = False
+        self._conns: set[socket.socket] = set()
+        self._conn_threads: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def start(self) -> None:
+        if self._running:
+            return
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        sock.listen(64)
+        sock.settimeout(0.05)
+        self.port = sock.getsockname()[1]
+        self._sock = sock
+        self._running = True
+        self._thread = threading.Thread(target=self._accept_loop, name=f"fake-kafka-{self.node_id}-accept",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if not self._running:
+            return
+        self._running = False
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+        self._sock = None
+        with self._lock:
+            conns = list(self._conns)
+            threads = list(self._conn_threads)
+        for c in conns:
+            _hard_close(c)
+        for t in threads:
+            t.join(timeout=2)
+
+    def _accept_loop(self) -> None:
+        assert self._sock is not None
+        while self._running:
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.settimeout(0.05)
+            t = threading.Thread(target=self._serve, args=(conn,), name=f"fake-kafka-{self.node_id}-conn",
+                                 daemon=True)
+            with self._lock:
+                self._conns.add(conn)
+                self._conn_threads.add(t)
+            t.start()
+
+    def _recv_exact(self, conn: socket.socket, n: int) -> bytes | None:
+        buf = bytearray()
+        while len(buf) < n:
+            if not self._running:
+                return None
+            try:
+                chunk = conn.recv(n - len(buf))
+            except TimeoutError:
+                continue
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return bytes(buf)
+
+    def _serve(self, conn: socket.socket) -> None:
+        stalled = False
+        try:
+            while self._running:
+                head = self._recv_exact(conn, 4)
+                if head is None:
+                    break
+                (size,) = struct.unpack(">i", head)
+                if size < 8 or size > 256 * 1024 * 1024:
+                    break
+                payload = self._recv_exact(conn, size)
+                if payload is None:
+                    break
+                if stalled:
+                    continue  # Kafka answers in order: nothing after a stalled request is answered
+                reply = self.broker._handle_frame(self, payload)
+                if reply is _CLOSE:
+                    break
+                if reply is _STALL:
+                    stalled = True
+                    continue
+                if reply is None:
+                    continue
+                conn.settimeout(5)
+                try:
+                    conn.sendall(reply)
+                finally:
+                    conn.settimeout(0.05)
+        except OSError:
+            pass
+        except Exception:  # noqa: BLE001 - a broker bug must not kill the test process silently
+            log.exception("fake broker node %s: error while serving a connection", self.node_id)
+        finally:
+            _hard_close(conn)
+            with self._lock:
+                self._conns.discard(conn)
+                self._conn_threads.discard(threading.current_thread())
+
+
+_CLOSE = object()
+_STALL = object()
+
+
+def _hard_close(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        # RST instead of FIN so that clients notice immediately
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        conn.close()
+
+
+class FakeKafkaBroker:
+    """A fake Kafka cluster (``num_nodes`` brokers in one process) serving a log directory.
+
+    Args:
+        root: log directory (``<topic>-<partition>/<20 digits>.log``); created if missing.
+        num_nodes: number of brokers (each gets its own listener/port); node ids ``1..num_nodes``.
+        host: listen address (loopback only by default).
+        ports: fixed ports per node (default: ephemeral, chosen by the OS on first start and
+            reused by later :meth:`start` calls).
+        auto_create_topics: create unknown topics on Metadata requests that allow it (Kafka's
+            ``auto.create.topics.enable``, default true in Kafka).
+        default_partitions: partition count for auto-created topics.
+        api_versions: override advertised ``{api_key: (min, max)}`` ranges.
+        partial_batches: mirror Kafka's byte-exact ``partition_max_bytes`` slicing (the last
+            batch of a fetch response may be cut); ``False`` trims responses to whole batches.
+        coordinator_epoch: coordinator epoch written into transaction markers (EndTxn).
+        first_producer_id: first producer id handed out by InitProducerId.
+        cluster_id: Metadata cluster id.
+    """
+
+    def __init__(self, root: str | os.PathLike, *, num_nodes: int = 1, host: str = "127.0.0.1",
+                 ports: list[int] | None = None, auto_create_topics: bool = True, default_partitions: int = 1,
+                 api_versions: dict[int, tuple[int, int]] | None = None, partial_batches: bool = True,
+                 coordinator_epoch: int = 0, first_producer_id: int = 1000,
+                 cluster_id: str = "txnwatch-fake-cluster"):
+        if num_nodes < 1:
+            raise ValueError("num_nodes must be >= 1")
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        ports = list(ports) if ports is not None else [0] * num_nodes
+        if len(ports) != num_nodes:
+            raise ValueError("ports must have num_nodes entries")
+        self._nodes = [_Node(self, i + 1, host, ports[i]) for i in range(num_nodes)]
+        self.auto_create_topics = auto_create_topics
+        self.default_partitions = default_partitions
+        self.api_versions = dict(DEFAULT_API_VERSIONS if api_versions is None else api_versions)
+        self.partial_batches = partial_batches
+        self.coordinator_epoch = coordinator_epoch
+        self.cluster_id = cluster_id
+        self._lock = threading.RLock()
+        self._partitions: dict[tuple[str, int], _PartitionLog] = {}
+        self._leaders: dict[tuple[str, int], int] = {}
+        self._leader_epochs: dict[tuple[str, int], int] = collections.defaultdict(int)
+        self._topic_generation: dict[str, int] = collections.defaultdict(int)
+        self._partition_faults: dict[tuple[str, int], collections.deque] = collections.defaultdict(
+            collections.deque)
+        self._conn_faults: list[_ConnFault] = []
+        self._next_producer_id = first_producer_id
+        self._txns: dict[str, _TxnState] = {}
+        self._delete_counter = 0
+        self.requests: list[RequestRecord] = []
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> FakeKafkaBroker:
+        """Start (or restart after :meth:`stop`) all listeners on their ports."""
+        for node in self._nodes:
+            node.start()
+        return self
+
+    def stop(self) -> None:
+        """Broker down: close listeners and reset every open connection."""
+        for node in self._nodes:
+            node.stop()
+
+    def close(self) -> None:
+        self.stop()
+
+    def __enter__(self) -> FakeKafkaBroker:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        return any(n.running for n in self._nodes)
+
+    @property
+    def node_ids(self) -> list[int]:
+        return [n.node_id for n in self._nodes]
+
+    @property
+    def ports(self) -> list[int]:
+        return [n.port for n in self._nodes]
+
+    @property
+    def port(self) -> int:
+        return self._nodes[0].port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` of the first node (the others are discovered through Metadata)."""
+        n = self._nodes[0]
+        return f"{n.host}:{n.port}"
+
+    def node_address(self, node_id: int) -> str:
+        n = self._node(node_id)
+        return f"{n.host}:{n.port}"
+
+    def _node(self, node_id: int) -> _Node:
+        for n in self._nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"no node {node_id}")
+
+    # ---------------------------------------------------------------- log directory
+    def refresh(self) -> None:
+        """Forget cached segment contents (files are also re-stat'ed on every request)."""
+        with self._lock:
+            for plog in self._partitions.values():
+                plog.segments.clear()
+
+    def _scan(self) -> dict[str, list[int]]:
+        topics: dict[str, list[int]] = collections.defaultdict(list)
+        seen = set()
+        for entry in os.scandir(self.root):
+            if not entry.is_dir():
+                continue
+            m = _PARTITION_DIR_RE.match(entry.name)
+            if not m or entry.name.endswith(("-delete", "-future", "-stray")) or "." in m.group("partition"):
+                continue
+            topic, partition = m.group("topic"), int(m.group("partition"))
+            key = (topic, partition)
+            seen.add(key)
+            if key not in self._partitions:
+                self._partitions[key] = _PartitionLog(topic, partition, Path(entry.path))
+            topics[topic].append(partition)
+        for key in list(self._partitions):
+            if key not in seen:
+                del self._partitions[key]
+        return {t: sorted(ps) for t, ps in topics.items()}
+
+    def topics(self) -> dict[str, list[int]]:
+        with self._lock:
+            return self._scan()
+
+    def leader(self, topic: str, partition: int) -> int:
+        with self._lock:
+            return self._leader(topic, partition)
+
+    def _leader(self, topic: str, partition: int) -> int:
+        key = (topic, partition)
+        if key not in self._leaders:
+            self._leaders[key] = self._nodes[partition % len(self._nodes)].node_id
+        return self._leaders[key]
+
+    def _plog(self, topic: str, partition: int) -> _PartitionLog | None:
+        key = (topic, partition)
+        plog = self._partitions.get(key)
+        if plog is None or not plog.path.is_dir():
+            self._scan()
+            plog = self._partitions.get(key)
+        return plog
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState:
+        """Log start / high watermark / LSO / open transactions the fake reports for a partition."""
+        with self._lock:
+            plog = self._plog(topic, partition)
+            if plog is None:
+                raise KeyError(f"unknown partition {topic}-{partition}")
+            st, _ = plog.state(self._leader(topic, partition), self._leader_epochs[(topic, partition)])
+            return st
+
+    def create_topic(self, topic: str, partitions: int = 1) -> None:
+        with self._lock:
+            existing = self._scan().get(topic, [])
+            for p in range(partitions):
+                if p in existing:
+                    continue
+                pdir = self.root / f"{topic}-{p}"
+                pdir.mkdir(parents=True, exist_ok=True)
+                (pdir / segment_file_name(0)).touch()
+            self._scan()
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic the way Kafka does: partition dirs renamed to ``<dir>.<id>-delete``."""
+        with self._lock:
+            for p in self._scan().get(topic, []):
+                self._delete_counter += 1
+                src = self.root / f"{topic}-{p}"
+                src.rename(self.root / f"{topic}-{p}.{uuid.uuid4().hex}-delete")
+                self._leaders.pop((topic, p), None)
+                self._leader_epochs.pop((topic, p), None)
+            self._topic_generation[topic] += 1
+            self._scan()
+
+    def advance_log_start(self, topic: str, partition: int, offset: int) -> None:
+        """Retention/DeleteRecords moved the log start offset to ``offset`` (never moves back)."""
+        with self._lock:
+            plog = self._require(topic, partition)
+            plog.log_start_override = max(offset, plog.log_start_override or 0)
+
+    def roll_segment(self, topic: str, partition: int) -> Path:
+        """Start a new (empty) segment file named after the current log end offset."""
+        with self._lock:
+            plog = self._require(topic, partition)
+            st, _ = plog.state(0, 0)
+            p = plog.path / segment_file_name(st.high_watermark)
+            p.touch()
+            return p
+
+    def append_raw(self, topic: str, partition: int, data: bytes) -> None:
+        """Append bytes verbatim to the partition's last segment (offsets are NOT reassigned)."""
+        with self._lock:
+            plog = self._require(topic, partition)
+            st, _ = plog.state(0, 0)
+            with open(plog.active_segment(st.high_watermark), "ab") as f:
+                f.write(data)
+
+    def append_batches(self, topic: str, partition: int, records: bytes) -> int:
+        """Append v2 batches as Produce would (offsets and leader epoch assigned). Returns base offset."""
+        with self._lock:
+            err, base = self._append(topic, partition, records)
+            if err:
+                raise ValueError(f"append failed with Kafka error {err}")
+            return base
+
+    def _require(self, topic: str, partition: int) -> _PartitionLog:
+        plog = self._plog(topic, partition)
+        if plog is None:
+            raise KeyError(f"unknown partition {topic}-{partition}")
+        return plog
+
+    # ---------------------------------------------------------------- fault injection
+    def inject_partition_error(self, topic: str, partition: int, error: int | str, count: int = 1,
+                               apis: tuple[str, ...] = _PARTITION_APIS) -> None:
+        """The next ``count`` partition answers (in ``apis``) for the partition carry ``error``."""
+        code = resolve_error(error)
+        with self._lock:
+            q = self._partition_faults[(topic, partition)]
+            for _ in range(count):
+                q.append((code, tuple(apis)))
+
+    def leader_not_available(self, topic: str, partition: int, count: int = 1) -> None:
+        self.inject_partition_error(topic, partition, LEADER_NOT_AVAILABLE, count)
+
+    def not_leader(self, topic: str, partition: int, count: int = 1) -> None:
+        self.inject_partition_error(topic, partition, NOT_LEADER_OR_FOLLOWER, count)
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._partition_faults.clear()
+            self._conn_faults.clear()
+
+    def move_leader(self, topic: str, partition: int, node_id: int) -> None:
+        """Move partition leadership (bumps the leader epoch); ``-1`` = no leader available."""
+        with self._lock:
+            if node_id != -1:
+                self._node(node_id)
+            self._leaders[(topic, partition)] = node_id
+            self._leader_epochs[(topic, partition)] += 1
+
+    def drop_connection(self, count: int = 1, api: str | None = None) -> None:
+        """Close the socket instead of answering the next ``count`` requests (of ``api`` if given)."""
+        with self._lock:
+            self._conn_faults.append(_ConnFault("drop", count, api))
+
+    def stall(self, count: int = 1, api: str | None = None) -> None:
+        """Never answer the next ``count`` requests (of ``api`` if given); the client must time out.
+
+        Like a hung broker, the connection then answers nothing more (responses are in order).
+        """
+        with self._lock:
+            self._conn_faults.append(_ConnFault("stall", count, api))
+
+    def requests_for(self, api: str) -> list[RequestRecord]:
+        with self._lock:
+            return [r for r in self.requests if r.api == api]
+
+    def _take_partition_fault(self, topic: str, partition: int, api: str) -> int:
+        q = self._partition_faults.get((topic, partition))
+        if not q:
+            return NONE
+        for i, (code, apis) in enumerate(q):
+            if api in apis:
+                del q[i]
+                return code
+        return NONE
+
+    def _take_conn_fault(self, api: str) -> str | None:
+        for f in self._conn_faults:
+            if f.remaining > 0 and (f.api is None or f.api == api):
+                f.remaining -= 1
+                kind = f.kind
+                self._conn_faults = [x for x in self._conn_faults if x.remaining > 0]
+                return kind
+        return None
+
+    # ---------------------------------------------------------------- request dispatch
+    def _handle_frame(self, node: _Node, payload: bytes):
+        api_key, api_version, correlation_id = struct.unpack_from(">hhi", payload, 0)
+        api = _API_NAMES.get(api_key, f"api_{api_key}")
+        with self._lock:
+            fault = self._take_conn_fault(api)
+        if fault == "drop":
+            self._record(node, api, api_key, api_version, None, None)
+            return _CLOSE
+        cls = _REQUEST_CLASSES.get(api_key)
+        rng = self.api_versions.get(api_key)
+        if cls is None or rng is None or not rng[0] <= api_version <= rng[1]:
+            self._record(node, api, api_key, api_version, None, None)
+            if api_key == ApiVersionsRequest.API_KEY:
+                resp = ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION,
+                                           api_keys=self._api_version_list())
+                resp.with_header(correlation_id=correlation_id)
+                return resp.encode(header=True, framed=True)
+            log.warning("fake broker: unsupported api %s v%s, closing connection", api_key, api_version)
+            return _CLOSE
+        request = cls.decode(payload, version=api_version, header=True)
+        client_id = request.header.client_id if request.header is not None else None
+        self._record(node, api, api_key, api_version, client_id, request)
+        if fault == "stall":
+            return _STALL
+        handler = getattr(self, f"_on_{api}")
+        with self._lock:
+            response = handler(node, request, api_version)
+        if response is None:
+            return None
+        response.with_header(correlation_id=correlation_id)
+        return response.encode(header=True, framed=True)
+
+    def _record(self, node, api, api_key, version, client_id, request) -> None:
+        with self._lock:
+            self.requests.append(RequestRecord(node.node_id, api, api_key, version, client_id, request))
+
+    def _api_version_list(self):
+        return [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, (lo, hi) in sorted(self.api_versions.items())]
+
+    # ---------------------------------------------------------------- handlers
+    def _on_api_versions(self, node, request, version):
+        return ApiVersionsResponse(version=version, error_code=NONE, api_keys=self._api_version_list(),
+                                   throttle_time_ms=0)
+
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        return uuid.uuid5(_UUID_NS, f"{topic}/{self._topic_generation[topic]}")
+
+    def _on_metadata(self, node, request, version):
+        topics = self._scan()
+        if request.topics is None or (version == 0 and not request.topics):
+            names = sorted(topics)
+        else:
+            names = [t.name for t in request.topics]
+        allow_auto = request.allow_auto_topic_creation if version >= 4 else True
+        out = []
+        for name in names:
+            if name not in topics and allow_auto and self.auto_create_topics and name:
+                self.create_topic(name, self.default_partitions)
+                topics = self._scan()
+            if name not in topics:
+                out.append(MetadataResponse.MetadataResponseTopic(
+                    error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=uuid.UUID(int=0),
+                    is_internal=False, partitions=[]))
+                continue
+            parts = []
+            for p in topics[name]:
+                leader = self._leader(name, p)
+                replicas = [leader] if leader != -1 else [self._nodes[p % len(self._nodes)].node_id]
+                parts.append(MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+                    error_code=LEADER_NOT_AVAILABLE if leader == -1 else NONE, partition_index=p,
+                    leader_id=leader, leader_epoch=self._leader_epochs[(name, p)], replica_nodes=replicas,
+                    isr_nodes=replicas if leader != -1 else [], offline_replicas=[]))
+            out.append(MetadataResponse.MetadataResponseTopic(
+                error_code=NONE, name=name, topic_id=self._topic_id(name), is_internal=name in INTERNAL_TOPICS,
+                partitions=parts))
+        brokers = [MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
+                   for n in self._nodes]
+        return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
+                                controller_id=self._nodes[0].node_id, topics=out,
+                                error_code=NONE)
+
+    def _partition_check(self, node, topic: str, partition: int, api: str,
+                         current_leader_epoch: int = -1) -> tuple[int, _PartitionLog | None]:
+        """Common partition-scoped checks: existence, injected faults, leadership, leader epoch."""
+        plog = self._plog(topic, partition)
+        if plog is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, None
+        code = self._take_partition_fault(topic, partition, api)
+        if code:
+            return code, plog
+        leader = self._leader(topic, partition)
+        if leader != node.node_id:
+            return NOT_LEADER_OR_FOLLOWER, plog
+        epoch = self._leader_epochs[(topic, partition)]
+        if current_leader_epoch >= 0 and current_leader_epoch < epoch:
+            return FENCED_LEADER_EPOCH, plog
+        if current_leader_epoch > epoch:
+            return UNKNOWN_LEADER_EPOCH, plog
+        return NONE, plog
+
+    def _on_list_offsets(self, node, request, version):
+        isolation = request.isolation_level if version >= 2 else 0
+        topics_out = []
+        for t in request.topics:
+            parts_out = []
+            for p in t.partitions:
+                cle = p.current_leader_epoch if version >= 4 else -1
+                code, plog = self._partition_check(node, t.name, p.partition_index, "list_offsets", cle)
+                offset, ts = -1, -1
+                if code == NONE:
+                    st, segs = plog.state(self._leader(t.name, p.partition_index),
+                                          self._leader_epochs[(t.name, p.partition_index)])
+                    offset, ts = self._lookup_offset(st, segs, p.timestamp, isolation)
+                parts_out.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=code, old_style_offsets=[], timestamp=ts,
+                    offset=offset, leader_epoch=self._leader_epochs[(t.name, p.partition_index)]))
+            topics_out.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=parts_out))
+        return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics_out)
+
+    @staticmethod
+    def _lookup_offset(st: PartitionState, segs: list[_Segment], spec: int, isolation: int) -> tuple[int, int]:
+        if spec == -1:  # LATEST
+            return (st.last_stable_offset if isolation == 1 else st.high_watermark), -1
+        if spec in (-2, -4):  # EARLIEST, EARLIEST_LOCAL
+            return st.log_start_offset, -1
+        batches = [b for s in segs for b in s.batches if b.last_offset >= st.log_start_offset]
+        if spec == -3:  # MAX_TIMESTAMP (batch granularity)
+            if not batches:
+                return -1, -1
+            best = max(batches, key=lambda b: b.max_timestamp)
+            return best.last_offset, best.max_timestamp
+        if spec < 0:
+            return -1, -1
+        for b in batches:  # first batch whose max timestamp >= spec (batch granularity)
+            if b.max_timestamp >= spec:
+                return max(b.base_offset, st.log_start_offset), b.max_timestamp
+        return -1, -1
+
+    def _on_fetch(self, node, request, version):
+        isolation = request.isolation_level if version >= 4 else 0
+        remaining = request.max_bytes if version >= 3 else 1 << 31
+        first = True
+        topics_out = []
+        for t in request.topics:
+            parts_out = []
+            for p in t.partitions:
+                cle = p.current_leader_epoch if version >= 9 else -1
+                code, plog = self._partition_check(node, t.topic, p.partition, "fetch", cle)
+                hw = lso = log_start = -1
+                records = b""
+                aborted = None
+                if code == NONE:
+                    st, segs = plog.state(node.node_id, self._leader_epochs[(t.topic, p.partition)])
+                    if p.fetch_offset < st.log_start_offset or p.fetch_offset > st.high_watermark:
+                        code = OFFSET_OUT_OF_RANGE
+                    else:
+                        hw, lso, log_start = st.high_watermark, st.last_stable_offset, st.log_start_offset
+                        limit = max(0, min(p.partition_max_bytes, remaining))
+                        upper = lso if isolation == 1 else hw
+                        records = self._read(segs, p.fetch_offset, upper, limit, min_one=first)
+                        if records:
+                            first = False
+                            remaining -= len(records)
+                        if isolation == 1:
+                            last = self._last_offset_in(records, p.fetch_offset)
+                            aborted = [FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction(
+                                producer_id=pid, first_offset=fo)
+                                for pid, fo, marker in st.aborted_transactions
+                                if marker >= p.fetch_offset and fo <= last]
+                parts_out.append(FetchResponse.FetchableTopicResponse.PartitionData(
+                    partition_index=p.partition, error_code=code, high_watermark=hw, last_stable_offset=lso,
+                    log_start_offset=log_start, aborted_transactions=aborted, preferred_read_replica=-1,
+                    records=records))
+            topics_out.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts_out))
+        return FetchResponse(version=version, throttle_time_ms=0, error_code=NONE, session_id=0,
+                             responses=topics_out)
+
+    @staticmethod
+    def _last_offset_in(records: bytes, default: int) -> int:
+        batches, _ = scan_batches(records)
+        return batches[-1].last_offset if batches else default
+
+    def _read(self, segs: list[_Segment], offset: int, upper: int, max_bytes: int, *, min_one: bool) -> bytes:
+        """Kafka's LocalLog.read: one segment, starting at the batch that contains ``offset``."""
+        if offset >= upper:
+            return b""
+        for seg in segs:
+            start = None
+            for i, b in enumerate(seg.batches):
+                if b.last_offset >= offset:
+                    start = i
+                    break
+            if start is None:
+                continue
+            first = seg.batches[start]
+            if first.base_offset >= upper:
+                return b""
+            end_pos = seg.valid_end
+            for b in seg.batches[start:]:
+                if b.last_offset >= upper:
+                    end_pos = b.position
+                    break
+            available = end_pos - first.position
+            size = min(available, max_bytes)
+            if min_one and size < first.size <= available:
+                size = first.size
+            if not self.partial_batches:
+                whole = 0
+                for b in seg.batches[start:]:
+                    if b.position + b.size - first.position > size:
+                        break
+                    whole = b.position + b.size - first.position
+                size = whole
+            return seg.data[first.position:first.position + size]
+        return b""
+
+    def _append(self, topic: str, partition: int, records: bytes) -> tuple[int, int]:
+        plog = self._plog(topic, partition)
+        if plog is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, -1
+        st, _ = plog.state(self._leader(topic, partition), self._leader_epochs[(topic, partition)])
+        buf = bytearray(records)
+        pos = 0
+        next_offset = st.high_watermark
+        base = next_offset
+        out = bytearray()
+        while pos < len(buf):
+            if len(buf) - pos < _V2_HEADER_SIZE:
+                return CORRUPT_MESSAGE, -1
+            _, length, _, magic, crc = struct.unpack_from(">qiibI", buf, pos)
+            size = _LOG_OVERHEAD + length
+            if magic != 2 or length < _V2_HEADER_SIZE - _LOG_OVERHEAD or pos + size > len(buf):
+                return CORRUPT_MESSAGE, -1
+            if crc32c.crc32c(bytes(buf[pos + 21:pos + size])) != crc:
+                return CORRUPT_MESSAGE, -1
+            (last_delta,) = struct.unpack_from(">i", buf, pos + 23)
+            struct.pack_into(">q", buf, pos, next_offset)
+            struct.pack_into(">i", buf, pos + 12, self._leader_epochs[(topic, partition)])
+            out += buf[pos:pos + size]
+            next_offset += last_delta + 1
+            pos += size
+        with open(plog.active_segment(st.high_watermark), "ab") as f:
+            f.write(out)
+        return NONE, base
+
+    def _on_produce(self, node, request, version):
+        topics_out = []
+        for t in request.topic_data:
+            parts_out = []
+            for p in t.partition_data:
+                code, plog = self._partition_check(node, t.name, p.index, "produce")
+                base, log_start = -1, -1
+                if code == NONE:
+                    code, base = self._append(t.name, p.index, p.records or b"")
+                    log_start = self.partition_state(t.name, p.index).log_start_offset
+                parts_out.append(ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+                    index=p.index, error_code=code, base_offset=base, log_append_time_ms=-1,
+                    log_start_offset=log_start, record_errors=[], error_message=None))
+            topics_out.append(ProduceResponse.TopicProduceResponse(name=t.name, partition_responses=parts_out))
+        if request.acks == 0:
+            return None
+        return ProduceResponse(version=version, responses=topics_out, throttle_time_ms=0)
+
+    def _on_create_topics(self, node, request, version):
+        results = []
+        existing = self._scan()
+        for t in request.topics:
+            n = t.num_partitions if t.num_partitions > 0 else self.default_partitions
+            if t.name in existing:
+                code, msg = TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+            else:
+                code, msg = NONE, None
+                if not request.validate_only:
+                    self.create_topic(t.name, n)
+            results.append(CreateTopicsResponse.CreatableTopicResult(
+                name=t.name, topic_id=self._topic_id(t.name), error_code=code, error_message=msg,
+                num_partitions=n, replication_factor=1, configs=[]))
+        return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
+
+    def _on_find_coordinator(self, node, request, version):
+        coord = self._nodes[0]
+        if version >= 4:
+            return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=[
+                FindCoordinatorResponse.Coordinator(key=k, node_id=coord.node_id, host=coord.host, port=coord.port,
+                                                    error_code=NONE, error_message=None)
+                for k in request.coordinator_keys])
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=NONE, error_message=None,
+                                       node_id=coord.node_id, host=coord.host, port=coord.port)
+
+    def _new_producer_id(self) -> int:
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        return pid
+
+    def _write_markers(self, txn: _TxnState, *, commit: bool, epoch: int) -> None:
+        now = int(time.time() * 1000)
+        for topic, partition in sorted(txn.partitions):
+            plog = self._plog(topic, partition)
+            if plog is None:
+                continue
+            st, _ = plog.state(0, 0)
+            batch = build_control_batch(st.high_watermark, txn.producer_id, epoch, commit=commit,
+                                        coordinator_epoch=self.coordinator_epoch, timestamp_ms=now,
+                                        partition_leader_epoch=self._leader_epochs[(topic, partition)])
+            with open(plog.active_segment(st.high_watermark), "ab") as f:
+                f.write(batch)
+        txn.partitions.clear()
+
+    def _on_init_producer_id(self, node, request, version):
+        tid = request.transactional_id
+        if tid is None:
+            if version >= 3 and request.producer_id >= 0:  # KIP-360 epoch bump of an idempotent producer
+                return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=NONE,
+                                              producer_id=request.producer_id,
+                                              producer_epoch=request.producer_epoch + 1)
+            return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=NONE,
+                                          producer_id=self._new_producer_id(), producer_epoch=0)
+        txn = self._txns.get(tid)
+        if txn is None:
+            txn = self._txns[tid] = _TxnState(self._new_producer_id(), 0)
+        else:
+            txn.producer_epoch += 1
+            if txn.partitions:  # fence the previous incarnation: abort its open transaction
+                self._write_markers(txn, commit=False, epoch=txn.producer_epoch)
+        return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=NONE,
+                                      producer_id=txn.producer_id, producer_epoch=txn.producer_epoch)
+
+    def _txn_check(self, tid, pid, epoch) -> tuple[int, _TxnState | None]:
+        txn = self._txns.get(tid)
+        if txn is None or txn.producer_id != pid:
+            return INVALID_PRODUCER_ID_MAPPING, None
+        if txn.producer_epoch != epoch:
+            return INVALID_PRODUCER_EPOCH, None
+        return NONE, txn
+
+    def _on_add_partitions_to_txn(self, node, request, version):
+        code, txn = self._txn_check(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                                    request.v3_and_below_producer_epoch)
+        results = []
+        for t in request.v3_and_below_topics:
+            pres = []
+            for p in t.partitions:
+                pcode = code
+                if pcode == NONE and self._plog(t.name, p) is None:
+                    pcode = UNKNOWN_TOPIC_OR_PARTITION
+                if pcode == NONE:
+                    txn.partitions.add((t.name, p))
+                pres.append(AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult(
+                    partition_index=p, partition_error_code=pcode))
+            results.append(AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(name=t.name,
+                                                                                    results_by_partition=pres))
+        return AddPartitionsToTxnResponse(version=version, throttle_time_ms=0, results_by_topic_v3_and_below=results)
+
+    def _on_end_txn(self, node, request, version):
+        code, txn = self._txn_check(request.transactional_id, request.producer_id, request.producer_epoch)
+        if code == NONE:
+            self._write_markers(txn, commit=bool(request.committed), epoch=txn.producer_epoch)
+        return EndTxnResponse(version=version, throttle_time_ms=0, error_code=code)
