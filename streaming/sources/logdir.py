@@ -132,15 +132,23 @@ class PartitionPlan:
     chunks: list[Chunk] = field(default_factory=list)
     end: tuple[int, int] | None = None  # new position (segment base, byte)
     max_ts: int | None = None
+    more: bool = False  # whole batches remain beyond ``end`` (budget or cutoff reached)
     errors: list[DecodeError] = field(default_factory=list)
 
 
-def plan_partition(part: PartitionDir, start: tuple[int, int] | None, max_bytes: int | None = None) -> PartitionPlan:
+def plan_partition(
+    part: PartitionDir,
+    start: tuple[int, int] | None,
+    max_bytes: int | None = None,
+    cutoff_ts: int | None = None,
+) -> PartitionPlan:
     """Find the whole batches after ``start`` (None = the first segment's beginning).
 
     Stops at a partial batch at the end of the newest segment (it is still being written); a
     partial tail of an older segment, or bytes that cannot be read, is left to the reader to
-    report as a gap and skipped. ``max_bytes`` caps the bytes planned (at least one batch).
+    report as a gap and skipped. ``max_bytes`` caps the bytes planned (at least one batch);
+    ``cutoff_ts`` stops before the first batch whose maxTimestamp is later (used to read the
+    coordinator log up to the clock and no further). ``plan.more`` says whole batches were left.
     """
     plan = PartitionPlan()
     segs = segments(part)
@@ -153,6 +161,9 @@ def plan_partition(part: PartitionDir, start: tuple[int, int] | None, max_bytes:
         if size <= pos:
             plan.end = (base, pos)
             continue
+        if budget is not None and budget <= 0:
+            plan.more = True
+            break
         with open(path, "rb") as f:
             f.seek(pos)
             data = f.read()
@@ -161,24 +172,29 @@ def plan_partition(part: PartitionDir, start: tuple[int, int] | None, max_bytes:
         consumed = scan.end_position
         if not newest and consumed < len(data):
             consumed = len(data)  # an older segment will not grow: let the reader report the tail
-        if budget is not None and len(scan) and not part.is_txn_state:
-            sizes = np.cumsum(scan.columns["batch_size"].astype(np.int64))
-            fit = int(np.searchsorted(sizes, budget, side="right"))
-            fit = max(fit, 1)
-            if fit < len(scan):
-                consumed = int(sizes[fit - 1])
-                ts = scan.columns["max_timestamp"][:fit]
-                _note_ts(plan, ts)
+        fit = len(scan)
+        sizes = np.cumsum(scan.columns["batch_size"].astype(np.int64))
+        if budget is not None and fit:
+            fit = max(int(np.searchsorted(sizes, budget, side="right")), 1)
+        if cutoff_ts is not None and fit:
+            late = np.flatnonzero(scan.columns["max_timestamp"][:fit] > cutoff_ts)
+            if len(late):
+                fit = int(late[0])
+        if fit < len(scan):
+            plan.more = True
+            consumed = int(sizes[fit - 1]) if fit else 0
+            _note_ts(plan, scan.columns["max_timestamp"][:fit])
+            if consumed:
                 plan.chunks.append(Chunk(base, path, pos, pos + consumed))
+            if consumed or plan.end is None:
                 plan.end = (base, pos + consumed)
-                return plan
+            break
+        if budget is not None and len(scan):
             budget -= int(sizes[-1])
         _note_ts(plan, scan.columns["max_timestamp"])
         if consumed > 0:
             plan.chunks.append(Chunk(base, path, pos, pos + consumed))
         plan.end = (base, pos + consumed)
-        if budget is not None and budget <= 0 and not part.is_txn_state:
-            break
     if start is None:
         snap = seed_snapshot(part)
         if snap is not None:

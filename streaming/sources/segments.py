@@ -5,10 +5,15 @@ Options: ``path`` (required), ``cluster`` (default ``default``), ``as_of`` (epoc
 clock), ``validate_crc`` (default true), ``max_bytes_per_trigger`` (per data partition;
 ``__transaction_state`` is never throttled).
 
-Offsets: ``{"parts": {"<topic>-<partition>": [segment base offset, byte position]}, "clock": ms}``.
-The clock is the newest timestamp read so far (detection.md §2) unless ``as_of`` is set, and every
-row of a micro-batch carries it as ``event_time``. Coordinator partitions are always read to
-their end in the same micro-batch as the data, so the coordinator view is never behind the clock.
+Offsets: ``{"parts": {"<topic>-<partition>": [segment base, byte position, newest ts read]},
+"clock": ms}``. Every row of a micro-batch carries the clock as ``event_time``.
+
+The clock is the newest timestamp read so far (detection.md §2), or ``as_of``, with one guard:
+while a data partition still has a backlog (``max_bytes_per_trigger``), the clock may not pass
+the newest timestamp read from it, because a transaction there may be closed by a marker not
+read yet. Coordinator partitions are not limited in bytes but are read exactly up to the clock:
+never behind it (no "coordinator forgot it" from a lagging view) and never ahead of the data
+(no "finished without this partition" before the partition's marker was read).
 """
 
 from __future__ import annotations
@@ -34,6 +39,45 @@ from streaming.sources.logdir import (
     plan_partition,
     read_range,
 )
+
+
+def plan_offsets(opts: dict[str, Any], start: dict, max_bytes: int | None) -> dict:
+    """Driver side: where each partition's next read ends, and the micro-batch clock."""
+    parts = {k: list(v) for k, v in start.get("parts", {}).items()}
+    clock = start.get("clock", -1)
+    newest = clock
+    lagging: list[int] = []
+    coord = []
+    for part in list_partitions(opts["path"]):
+        if part.is_txn_state:
+            coord.append(part)
+            continue
+        pos = parts.get(part.name)
+        plan = plan_partition(part, tuple(pos[:2]) if pos else None, max_bytes)
+        seen = max(pos[2] if pos else -1, plan.max_ts if plan.max_ts is not None else -1)
+        if plan.end is not None:
+            parts[part.name] = [*plan.end, seen]
+        newest = max(newest, seen)
+        if plan.more:
+            lagging.append(seen)
+    if lagging:
+        bound = min(lagging) if opts["as_of"] is None else min(min(lagging), opts["as_of"])
+        clock = max(clock, bound)
+    elif opts["as_of"] is not None:
+        clock = opts["as_of"]
+    else:
+        for part in coord:  # nothing lags: the coordinator's newest record is input time too
+            pos = parts.get(part.name)
+            plan = plan_partition(part, tuple(pos[:2]) if pos else None)
+            if plan.max_ts is not None:
+                newest = max(newest, plan.max_ts)
+        clock = max(clock, newest)
+    for part in coord:
+        pos = parts.get(part.name)
+        plan = plan_partition(part, tuple(pos[:2]) if pos else None, cutoff_ts=clock)
+        if plan.end is not None:
+            parts[part.name] = [*plan.end, max(pos[2] if pos else -1, plan.max_ts or -1)]
+    return {"parts": parts, "clock": clock}
 
 
 class SegmentsPartition(InputPartition):
@@ -78,24 +122,14 @@ class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[str, Any] | None = None
 
     def initialOffset(self) -> dict:
-        return {"parts": {}, "clock": self.opts["as_of"] if self.opts["as_of"] is not None else -1}
+        return {"parts": {}, "clock": -1}
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._compute(self.initialOffset(), unlimited=True)
 
-    def _compute(self, start: dict | None, unlimited: bool) -> dict:
-        parts = dict((start or {}).get("parts", {}))
-        clock = (start or {}).get("clock", -1)
-        for part in list_partitions(self.opts["path"]):
-            pos = parts.get(part.name)
-            plan = plan_partition(part, tuple(pos) if pos else None,
-                                  None if unlimited else self.opts["max_bytes"])
-            if plan.end is None:
-                continue
-            parts[part.name] = list(plan.end)
-            if plan.max_ts is not None and self.opts["as_of"] is None:
-                clock = max(clock, plan.max_ts)
-        return {"parts": parts, "clock": clock}
+    def _compute(self, start: dict, unlimited: bool) -> dict:
+        """Next offsets and the clock of the micro-batch (see module docstring)."""
+        return plan_offsets(self.opts, start, None if unlimited else self.opts["max_bytes"])
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         if start is None:
@@ -108,7 +142,7 @@ class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 tgt = self._target["parts"].get(name)
                 if tgt is None:
                     nxt["parts"].pop(name)
-                elif list(pos) > list(tgt):
+                elif list(pos[:2]) > list(tgt[:2]):
                     nxt["parts"][name] = tgt
             nxt["clock"] = min(nxt["clock"], self._target["clock"]) if nxt["clock"] >= 0 else nxt["clock"]
         return nxt
@@ -122,10 +156,10 @@ class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for name, epos in end.get("parts", {}).items():
             spos = sparts.get(name)
             part = by_name.get(name)
-            if part is None or (spos is not None and list(spos) == list(epos)):
+            if part is None or (spos is not None and list(spos[:2]) == list(epos[:2])):
                 continue
-            chunks = chunks_between(part, tuple(spos) if spos else None, tuple(epos))
-            out.append(SegmentsPartition(part.path, chunks, spos, list(epos), clock))
+            chunks = chunks_between(part, tuple(spos[:2]) if spos else None, tuple(epos[:2]))
+            out.append(SegmentsPartition(part.path, chunks, spos[:2] if spos else None, list(epos[:2]), clock))
         return out
 
     def read(self, partition: SegmentsPartition) -> Iterator[Any]:
