@@ -41,12 +41,14 @@ BATCH_COLUMNS: dict[str, str] = {
 CONTROL_NONE = -1  # not a control batch
 CONTROL_EMPTY = -2  # control batch with record_count 0 (compacted topic): type unknown
 CONTROL_UNREADABLE = -3  # control record present but malformed (an error entry says why)
+CONTROL_NOT_PRINTED = -4  # a dump printed the control batch but not its record: type unknown
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 # 2..6 are KRaft control types (LEADER_CHANGE, SNAPSHOT_HEADER, ...); other values are UNKNOWN.
 CONTROL_NAMES = {
     CONTROL_EMPTY: "EMPTY",
     CONTROL_UNREADABLE: "UNREADABLE",
+    CONTROL_NOT_PRINTED: "NOT_PRINTED",
     CONTROL_ABORT: "ABORT",
     CONTROL_COMMIT: "COMMIT",
     2: "LEADER_CHANGE",
