@@ -109,14 +109,16 @@ def scan_paths(paths: list[str], cfg: dict[str, Any], *, as_of_ms: int | None = 
     gaps: list[dict[str, Any]] = []
     findings: dict[str, dict[str, Any]] = {}
     jobs: list[tuple[str, dict[str, str], bool]] = []
-    if len(dirs) + (1 if files else 0) > 1:
-        raise UsageError("scan: give one log directory, or dump/segment/snapshot files (not both)")
-    for d in dirs:
-        opts = {"path": d, "cluster": cfg["cluster"]}
-        jobs.append(("segments", opts, _has_txn_state([d])))
-    if files:
-        from streaming.sources.dumps import inputs_have_coordinator
+    if len(dirs) == 1 and not files:
+        jobs.append(("segments", {"path": dirs[0], "cluster": cfg["cluster"]}, _has_txn_state(dirs)))
+    else:
+        from streaming.sources.files import inputs_have_coordinator
 
+        # Mixed inputs: every file of the given log dirs joins the loose files, so that one
+        # engine run sees the coordinator records and the data together.
+        for d in dirs:
+            for root, _sub, names in os.walk(d):
+                files += [os.path.join(root, n) for n in sorted(names) if n.endswith((".log", ".snapshot"))]
         opts = {"paths": json.dumps([os.path.abspath(f) for f in files]), "cluster": cfg["cluster"]}
         jobs.append(("dumps", opts, inputs_have_coordinator(files)))
     for fmt, opts, coord in jobs:

@@ -30,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "sinks": {"enabled": ["jsonl", "console"], "jsonl_path": "alerts.jsonl", "kafka_topic": "txnwatch-alerts",
               "kafka_create_topic": True},
     "metrics": {"port": 0},
+    "dumps": {"coordinator_view": False},
 }
 
 

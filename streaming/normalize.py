@@ -25,6 +25,7 @@ def data_events(
     cluster: str,
     event_time_ms: int,
     source_position: str | None = None,
+    position_format: str = "{prefix}@{pos}",
 ) -> pd.DataFrame:
     """Spans and markers of one read of a data partition (DESIGN §4-§5).
 
@@ -41,6 +42,9 @@ def data_events(
     df = pd.DataFrame({k: cols[k][keep] for k in (
         "base_offset", "last_offset", "batch_size", "first_timestamp", "max_timestamp", "producer_id",
         "producer_epoch", "record_count", "is_control", "control_type", "coordinator_epoch", "position")})
+    # Dumps of 0.11-1.1 do not print the record count (-1) nor the size (0): count nothing then.
+    df["empty"] = df["record_count"] == 0
+    df["record_count"] = df["record_count"].clip(lower=0)
     # A span ends at the producer's next control batch: number the stretches between markers.
     df["stretch"] = df.groupby("producer_id")["is_control"].cumsum()
     data = df[~df["is_control"]]
@@ -56,7 +60,7 @@ def data_events(
             batch_count=("base_offset", "size"),
             record_count=("record_count", "sum"),
             bytes=("batch_size", "sum"),
-            empty_batches=("record_count", lambda s: int((s == 0).sum())),
+            empty_batches=("empty", "sum"),
             first_position=("position", "first"),
         ).reset_index()
         spans["kind"] = "data"
@@ -76,7 +80,7 @@ def data_events(
             "batch_count": 1,
             "record_count": markers["record_count"].to_numpy(),
             "bytes": markers["batch_size"].to_numpy(),
-            "empty_batches": (markers["record_count"] == 0).astype(int).to_numpy(),
+            "empty_batches": markers["empty"].astype(int).to_numpy(),
             "marker": [control_name(c) for c in markers["control_type"].tolist()],
             "coordinator_epoch": markers["coordinator_epoch"].to_numpy(),
             "first_position": markers["position"].to_numpy(),
@@ -90,7 +94,7 @@ def data_events(
     out["cluster"] = cluster
     out["event_time"] = event_time_ms
     prefix = source_position or f"{topic}-{partition}"
-    out["source_position"] = [f"{prefix}@{p}" for p in out["first_position"].tolist()]
+    out["source_position"] = [position_format.format(prefix=prefix, pos=p) for p in out["first_position"].tolist()]
     return to_frame(out.drop(columns=["first_position", "stretch"], errors="ignore"))
 
 

@@ -65,7 +65,9 @@ def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[
 
             coord = any(p.is_txn_state for p in list_partitions(path))
             return "segments", {"path": path, "cluster": cfg["cluster"]}, coord
-        return "dumps", {"dir": path, "cluster": cfg["cluster"]}, True
+        # Whether __transaction_state dumps are dropped too cannot be known in advance; without
+        # them every finding must stay "exceeds-max-timeout, unverified" (never coordinator-unaware).
+        return "dumps", {"dir": path, "cluster": cfg["cluster"]}, cfg["dumps"]["coordinator_view"]
     k = cfg["kafka"]
     if not k["bootstrap_servers"]:
         raise ConfigError("kafka.bootstrap_servers is required for --source kafka (config, "

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.verdict import CoordinatorView, EpochEvidence, OpenTxn, Thresholds, judge
+from streaming.verdict import CoordinatorView, EpochEvidence, OpenTxn, Thresholds, judge, threshold_for
 
 SCHEMA_VERSION = 1
 
@@ -230,11 +230,20 @@ class ProducerState:
                 "partition_epoch": max(prev_epoch, ple if ple is not None else -1),
             }
             return
+        state = ev.get("txn_state")
+        start = _i(ev.get("txn_start_ts"))
+        if start is None and state == "Ongoing":
+            # Text dumps before 4.1 do not print TransactionStartTimestampMs: the transaction
+            # started at the update time of the record that moved the id to Ongoing.
+            prev = self.coord if self.coord and self.coord.get("tid") == tid and not self.coord.get("forgotten") else {}
+            start = prev.get("start_ts") if prev.get("state") == "Ongoing" else None
+            if start is None:
+                start = _i(ev.get("txn_last_update_ts")) or _i(ev.get("first_ts"))
         self.coord = {
-            "tid": tid, "forgotten": None, "state": ev.get("txn_state"), "producer_id": pid,
+            "tid": tid, "forgotten": None, "state": state, "producer_id": pid,
             "producer_epoch": _i(ev.get("producer_epoch")),
             "partitions": list(ev["txn_partitions"]) if ev.get("txn_partitions") is not None else None,
-            "timeout_ms": _i(ev.get("txn_timeout_ms")), "start_ts": _i(ev.get("txn_start_ts")),
+            "timeout_ms": _i(ev.get("txn_timeout_ms")), "start_ts": start,
             "partition_epoch": max(prev_epoch, ple if ple is not None else -1),
         }
 
@@ -283,8 +292,6 @@ class ProducerState:
         open transaction crossing its threshold, or the eviction of an idle producer."""
         times = []
         view = self.coordinator_view() if cfg.coordinator_available else None
-        from streaming.verdict import threshold_for
-
         for p in self.parts.values():
             o = p["open"]
             if o is not None and o["alert"] is None:

@@ -1,0 +1,242 @@
+"""Loose input files → events: ``kafka-dump-log.sh`` text of any generation, binary ``.log``
+segments and producer ``.snapshot`` files, mixed. Pure (no Spark); the ``dumps`` source and
+``txnwatch scan FILE...`` use it.
+
+Each file is recognised by content (dump text vs. binary), then by name. Topic and partition
+come from the dumped path (``.../<topic>-<partition>/<offset>.log``) or, for binary files, from
+the parent folder; the ``topic``/``partition`` options override both. Segments of one partition
+are replayed in base-offset order across files (never by timestamp); a producer snapshot whose
+offset is at or below the first segment seeds the partition (detection.md §1).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from streaming.events import to_frame
+from streaming.normalize import (
+    data_events,
+    gap_event,
+    progress_event,
+    route_coordinator_records,
+    snapshot_events,
+    txn_state_events,
+)
+from streaming.sources.logdir import TXN_TOPIC, parse_partition_dir
+from udfs.dump_text import DumpFile, detect_dump, merge_segments, parse_dump
+from udfs.producer_state import PartitionState
+from udfs.record_batch import scan_batches
+from udfs.snapshot import decode_snapshot, snapshot_offset_from_name
+from udfs.txn_log import decode_txn_log_segment
+
+# A file is picked up from a drop directory only under its final name: writers create it as
+# ".name" or "name.tmp"/".part"/".partial"/".inprogress" and rename it when complete.
+IN_PROGRESS_SUFFIXES = (".tmp", ".part", ".partial", ".inprogress", ".swp", ".crdownload")
+
+
+def is_ready(name: str) -> bool:
+    base = os.path.basename(name)
+    return bool(base) and not base.startswith(".") and not base.endswith(IN_PROGRESS_SUFFIXES)
+
+
+@dataclass
+class _Segment:
+    base: int
+    cols: dict[str, np.ndarray]
+    source: str
+    position_format: str
+
+
+@dataclass
+class _Material:
+    """Everything read for one partition, from any number of files."""
+
+    segments: list[_Segment] = field(default_factory=list)
+    txn: list[tuple[int, list[dict[str, Any]], str, int]] = field(default_factory=list)
+    snapshots: list[tuple[int, list[dict[str, Any]], str]] = field(default_factory=list)
+
+
+def classify(path: str, head: bytes) -> str:
+    """'dump' (kafka-dump-log text), 'snapshot', 'segment' or 'unknown'."""
+    if detect_dump(head):
+        return "dump"
+    if path.endswith(".snapshot"):
+        return "snapshot"
+    if path.endswith(".log"):
+        return "segment"
+    scan = scan_batches(head[: 1 << 16], validate_crc=False, allow_partial_tail=True)
+    if len(scan) and not scan.errors:
+        return "segment"
+    return "unknown"
+
+
+def inputs_have_coordinator(paths: list[str]) -> bool:
+    """Does any input carry ``__transaction_state`` (a transaction-log dump or segment)?"""
+    for p in paths:
+        if TXN_TOPIC + "-" in p:
+            return True
+        try:
+            with open(p, "rb") as f:
+                head = f.read(1 << 16)
+        except OSError:
+            continue
+        if detect_dump(head) and (b"transaction_metadata" in head or b"TransactionLogValue" in head
+                                  or b"__transaction_state" in head or b'"type":"0"' in head):
+            return True
+    return False
+
+
+def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, topic: str | None = None,
+               partition: int | None = None, source: str = "dumps") -> pd.DataFrame:
+    """Events of a set of input files, ending with one progress row per partition."""
+    gaps: list[dict[str, Any]] = []
+    data: dict[tuple[str, int], _Material] = {}
+    txn: dict[int, _Material] = {}
+    dumps: list[DumpFile] = []
+    ts_max = -1
+    common_gap = dict(source=source, cluster=cluster, event_time_ms=0)
+
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except OSError as exc:
+            gaps.append(gap_event(f"cannot read {path}: {exc.strerror}", topic=topic, partition=partition,
+                                  **common_gap))
+            continue
+        kind = classify(path, raw[: 1 << 16])
+        if kind == "dump":
+            files = parse_dump(raw.decode("utf-8", errors="replace"), source=path, topic=topic, partition=partition)
+            for f in files:
+                gaps += [gap_event(e, topic=f.topic, partition=f.partition, **common_gap) for e in f.errors]
+            dumps += files
+            continue
+        owner = parse_partition_dir(os.path.dirname(os.path.abspath(path)))
+        t = topic if topic is not None else (owner.topic if owner else None)
+        p = partition if partition is not None else (owner.partition if owner else None)
+        if kind == "unknown" or t is None or p is None:
+            why = ("not a kafka-dump-log text, segment or snapshot" if kind == "unknown" else
+                   "topic and partition unknown (no <topic>-<partition> parent folder; pass --topic/--partition)")
+            gaps.append(gap_event(f"{path}: {why}", topic=t, partition=p, **common_gap))
+            continue
+        if kind == "snapshot":
+            snap = decode_snapshot(raw, source=path)
+            gaps += [gap_event(e, topic=t, partition=p, **common_gap) for e in snap.errors]
+            if snap.version == 1:
+                data.setdefault((t, p), _Material()).snapshots.append(
+                    (snapshot_offset_from_name(path) or 0, snap.entries, path))
+            continue
+        base = _base_from_name(path)
+        if t == TXN_TOPIC:
+            recs, scan = decode_txn_log_segment(raw, source=path)
+            gaps += [gap_event(e, topic=t, partition=p, **common_gap) for e in scan.errors]
+            epoch = int(scan.columns["partition_leader_epoch"].max()) if len(scan) else -1
+            txn.setdefault(p, _Material()).txn.append((base if base is not None else 0, recs, path, epoch))
+        else:
+            scan = scan_batches(raw, source=path)
+            gaps += [gap_event(e, topic=t, partition=p, **common_gap) for e in scan.errors]
+            seg_base = base if base is not None else (int(scan.columns["base_offset"][0]) if len(scan) else 0)
+            data.setdefault((t, p), _Material()).segments.append(
+                _Segment(seg_base, scan.columns, path, "{prefix}@{pos}"))
+
+    for f in merge_segments(dumps):
+        where = f.source or "<dump>"
+        if f.kind in ("data", "txn_log") and (f.topic is None or f.partition is None):
+            gaps.append(gap_event(f"{where} lines {f.first_line}-{f.last_line}: topic and partition unknown (the "
+                                  f"'Dumping <path>' line is missing; pass --topic/--partition)",
+                                  topic=None, partition=None, **common_gap))
+            continue
+        if f.kind == "data":
+            cols = dict(f.batches)
+            cols["position"] = f.batch_lines.astype(np.int64)
+            base = f.file_offset if f.file_offset is not None else (int(cols["base_offset"][0]) if len(f) else 0)
+            data.setdefault((f.topic, f.partition), _Material()).segments.append(
+                _Segment(base, cols, where, "{prefix}:{pos}"))
+        elif f.kind == "txn_log":
+            epochs = [r["coordinator_epoch"] for r in f.txn_records if r.get("coordinator_epoch") is not None]
+            txn.setdefault(f.partition, _Material()).txn.append(
+                (f.file_offset or 0, f.txn_records, where, max(epochs) if epochs else -1))
+        elif f.kind == "snapshot":
+            if f.topic is None or f.partition is None:
+                gaps.append(gap_event(f"{where}: producer snapshot of an unknown partition (pass --topic/--partition)",
+                                      topic=None, partition=None, **common_gap))
+                continue
+            data.setdefault((f.topic, f.partition), _Material()).snapshots.append(
+                (f.file_offset or 0, f.snapshot_entries, where))
+        elif len(f) or f.txn_records or f.snapshot_entries:
+            gaps.append(gap_event(f"{where} lines {f.first_line}-{f.last_line}: could not tell what was dumped",
+                                  topic=f.topic, partition=f.partition, **common_gap))
+
+    # The file clock: newest timestamp anywhere in the input (detection.md §2) unless --as-of.
+    for m in data.values():
+        for s in m.segments:
+            if len(s.cols["max_timestamp"]):
+                ts_max = max(ts_max, int(s.cols["max_timestamp"].max()))
+        for _o, entries, _src in m.snapshots:
+            ts_max = max([ts_max] + [e["timestamp"] for e in entries])
+    for m in txn.values():
+        for _b, recs, _src, _e in m.txn:
+            ts_max = max([ts_max] + [r["timestamp"] for r in recs if r.get("timestamp") is not None])
+    clock = as_of_ms if as_of_ms is not None else max(ts_max, 0)
+    common = dict(source=source, cluster=cluster, event_time_ms=clock)
+
+    frames: list[pd.DataFrame] = []
+    known: dict[str, int] = {}
+    for p in sorted(txn):
+        max_epoch = -1
+        next_offset = None
+        for _base, recs, src, epoch in sorted(txn[p].txn, key=lambda x: x[0]):
+            recs = sorted(recs, key=lambda r: r["offset"])
+            ev = txn_state_events(recs, partition=p, source_position=src, **common)
+            frames.append(route_coordinator_records(ev, known))
+            max_epoch = max(max_epoch, epoch)
+            if recs:
+                next_offset = recs[-1]["offset"] + 1
+        prog = progress_event(topic=TXN_TOPIC, partition=p, high_watermark=next_offset, lso=next_offset,
+                              log_start_offset=None, **common)
+        prog["coordinator_epoch"] = max_epoch
+        frames.append(to_frame([prog]))
+
+    for (t, p), m in sorted(data.items()):
+        segs = sorted(m.segments, key=lambda s: s.base)
+        snaps = sorted(m.snapshots, key=lambda s: s[0])
+        seed = None
+        if snaps:
+            eligible = [s for s in snaps if not segs or s[0] <= segs[0].base]
+            seed = eligible[-1] if eligible else None
+        state = PartitionState()
+        pframes = []
+        if seed is not None:
+            state.load_snapshot(seed[1], seed[0])
+            pframes.append(snapshot_events(seed[1], topic=t, partition=p, snapshot_offset=seed[0],
+                                           source_position=seed[2], **common))
+        for s in segs:
+            pframes.append(data_events(s.cols, topic=t, partition=p, source_position=s.source,
+                                       position_format=s.position_format, **common))
+            state.apply(s.cols, s.cols["crc_valid"] != 0)
+        hw = state.next_offset
+        pframes.append(to_frame([progress_event(topic=t, partition=p, high_watermark=hw, lso=state.lso(hw),
+                                                log_start_offset=None, **common)]))
+        # "Read from the log start" (detection.md §4.2) only when the input begins at offset 0 and
+        # no snapshot stands in for earlier history.
+        from_start = seed is None and bool(segs) and segs[0].base == 0
+        for fr in pframes:
+            fr["from_log_start"] = from_start
+        frames += pframes
+
+    for g in gaps:
+        g["event_time"] = clock
+    frames.append(to_frame(gaps))
+    frames = [f for f in frames if len(f)]
+    return to_frame(pd.concat(frames, ignore_index=True)) if frames else to_frame([])
+
+
+def _base_from_name(path: str) -> int | None:
+    name = os.path.basename(path)
+    stem = name.split(".", 1)[0]
+    return int(stem) if stem.isdigit() and len(stem) == 20 else None
