@@ -38,8 +38,10 @@ def crc32c_py(data: bytes | memoryview) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def crc32c(data: bytes | memoryview) -> int:
+def crc32c(data: bytes | memoryview) -> int:  # noqa: F811 - replaced below when the C module exists
     """CRC-32C of ``data`` with the fastest implementation available."""
-    if _c_crc32c is not None:
-        return _c_crc32c(data)
     return crc32c_py(data)
+
+
+if _c_crc32c is not None:
+    crc32c = _c_crc32c  # noqa: F811 - the C function itself: no Python frame per batch
