@@ -19,7 +19,8 @@ DEFAULTS: dict[str, Any] = {
     "cluster": "default",
     "kafka": {
         "bootstrap_servers": "", "topics": [], "topic_pattern": "", "include_internal": False,
-        "starting_offsets": "lso", "max_bytes_per_trigger": 0, "client_id": "txnwatch",
+        "starting_offsets": "lso", "max_offsets_per_trigger": 0, "fetch_max_bytes": 4194304,
+        "client_id": "txnwatch",
         "request_timeout_ms": 30000, "security_protocol": "PLAINTEXT", "sasl_mechanism": "",
         "sasl_plain_username": "", "sasl_plain_password": "", "ssl_cafile": "", "ssl_certfile": "",
         "ssl_keyfile": "",

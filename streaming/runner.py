@@ -75,13 +75,14 @@ def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[
     opts = {"bootstrap_servers": k["bootstrap_servers"], "cluster": cfg["cluster"],
             "topics": json.dumps(k["topics"]), "topic_pattern": k["topic_pattern"],
             "include_internal": str(k["include_internal"]).lower(), "starting_offsets": k["starting_offsets"],
-            "max_bytes_per_trigger": str(k["max_bytes_per_trigger"]), "client_id": k["client_id"],
+            "max_offsets_per_trigger": str(k["max_offsets_per_trigger"]), "fetch_max_bytes": str(k["fetch_max_bytes"]),
+            "client_id": k["client_id"],
             "request_timeout_ms": str(k["request_timeout_ms"]), "security_protocol": k["security_protocol"]}
     for key in ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_cafile", "ssl_certfile",
                 "ssl_keyfile"):
         if k[key]:
             opts[key] = k[key]
-    return "kafka", opts, True
+    return "kafka-txn", opts, True
 
 
 class ProgressLogger:

@@ -1,0 +1,335 @@
+"""``kafka`` source: the live path. Raw Fetch of data partitions and ``__transaction_state``
+(PySpark 4.2+ ``DataSourceStreamReader``), header-only decoding, Arrow rows of the event schema.
+
+Options: ``bootstrap_servers`` (required), ``topics`` (JSON list) and/or ``topic_pattern``
+(regex, re-evaluated every trigger), ``include_internal`` (let the pattern match internal topics
+such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
+JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
+coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
+``cluster``, ``client_id``, ``request_timeout_ms``, ``retries``, and the kafka-python security
+settings ``security_protocol``, ``sasl_mechanism``, ``sasl_plain_username``,
+``sasl_plain_password``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``.
+
+Why starting at the LSO is correct: every transaction that began before the LSO is closed by
+definition (the LSO is the first offset of the oldest open transaction), so nothing before it can
+hang, and start-up work no longer depends on how much log is retained. What it costs: the legacy
+abort's coordinator epoch cannot come from a marker read before the LSO; ``earliest`` reads the
+full history so the ``last-marker``/``log-start`` sources (detection.md §4) apply.
+``__transaction_state`` is always read from its log start (compacted: one record per id).
+
+Clock (detection.md §2): the driver's wall clock when it planned the micro-batch, carried by
+every row as ``event_time``. While a data partition is behind its high watermark (admission
+control), the clock does not move: a transaction there may be closed by a marker not read yet.
+Coordinator partitions are read to their high watermark in every micro-batch, and a failure to
+read them fails the micro-batch (bounded retries, then a clear error), so the coordinator view is
+never behind the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from streaming.events import spark_schema, to_arrow, to_frame
+from streaming.normalize import (
+    data_events,
+    gap_event,
+    progress_event,
+    route_coordinator_records,
+    txn_state_events,
+)
+from streaming.sources.kafka_wire import KafkaWire
+from udfs.record_batch import BatchScan, empty_columns, scan_batches
+from udfs.txn_log import decode_txn_log_segment
+
+TXN_TOPIC = "__transaction_state"
+_SECURITY = ("security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_cafile",
+             "ssl_certfile", "ssl_keyfile")
+
+
+def _options(options: dict[str, str]) -> dict[str, Any]:
+    boot = options.get("bootstrap_servers")
+    if not boot:
+        raise ValueError("kafka source: option 'bootstrap_servers' is required")
+    topics = json.loads(options.get("topics") or "[]")
+    pattern = options.get("topic_pattern") or None
+    if not topics and not pattern:
+        raise ValueError("kafka source: give 'topics' (JSON list) or 'topic_pattern' (regex)")
+    start = options.get("starting_offsets", "lso")
+    if start not in ("lso", "earliest", "latest"):
+        try:
+            json.loads(start)
+        except json.JSONDecodeError:
+            raise ValueError(f"kafka source: starting_offsets must be lso, earliest, latest or JSON, got {start!r}") from None
+    mopt = options.get("max_offsets_per_trigger")
+    return {
+        "bootstrap": boot,
+        "topics": topics,
+        "pattern": pattern,
+        "include_internal": options.get("include_internal", "false").lower() == "true",
+        "starting": start,
+        "max_offsets": int(mopt) if mopt not in (None, "", "0", "None") else None,
+        "fetch_max_bytes": int(options.get("fetch_max_bytes", str(4 << 20))),
+        "validate_crc": options.get("validate_crc", "true").lower() != "false",
+        "cluster": options.get("cluster", "default"),
+        "client_id": options.get("client_id", "txnwatch"),
+        "request_timeout_ms": int(options.get("request_timeout_ms", "30000")),
+        "retries": int(options.get("retries", "8")),
+        "security": {k: options[k] for k in _SECURITY if options.get(k)},
+    }
+
+
+_WIRES: dict[tuple, KafkaWire] = {}
+_WIRES_LOCK = threading.Lock()
+
+
+def _wire(opts: dict[str, Any]) -> KafkaWire:
+    """One client per configuration per process (driver, or executor Python worker)."""
+    key = (opts["bootstrap"], opts["client_id"], opts["request_timeout_ms"], opts["retries"],
+           tuple(sorted(opts["security"].items())))
+    with _WIRES_LOCK:
+        w = _WIRES.get(key)
+        if w is None:
+            w = _WIRES[key] = KafkaWire(opts["bootstrap"], client_id=opts["client_id"],
+                                        request_timeout_ms=opts["request_timeout_ms"], retries=opts["retries"],
+                                        **opts["security"])
+        return w
+
+
+class KafkaPartition(InputPartition):
+    def __init__(self, topic: str, partition: int, start: int, end: int, clock: int, from_log_start: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.clock = clock
+        self.from_log_start = from_log_start
+
+
+def _tp_key(topic: str, partition: int) -> str:
+    return f"{topic}\t{partition}"
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """Offsets: ``{"parts": {"topic<TAB>partition": [next offset, read from log start]},
+    "clock": ms}``."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.opts = _options(options)
+
+    def _discover(self) -> list[tuple[str, int]]:
+        w = _wire(self.opts)
+        found = w.partitions(self.opts["topics"] or None, self.opts["pattern"], self.opts["include_internal"])
+        if self.opts["topics"] and self.opts["pattern"]:
+            found.update(w.partitions(self.opts["topics"], None, True))
+        found.update(w.partitions([TXN_TOPIC], None, True))
+        return sorted((t, p) for t, ps in found.items() for p in ps)
+
+    def _initial_for(self, topic: str, partition: int, off: Any, explicit: dict) -> tuple[int, bool]:
+        if topic == TXN_TOPIC:
+            return off.log_start, True
+        if str(partition) in explicit.get(topic, {}):
+            o = int(explicit[topic][str(partition)])
+            return max(o, off.log_start), o <= off.log_start
+        mode = self.opts["starting"] if self.opts["starting"] in ("lso", "earliest", "latest") else "lso"
+        if mode == "earliest":
+            return off.log_start, True
+        if mode == "latest":
+            return off.high_watermark, off.high_watermark == off.log_start
+        return off.lso, off.lso == off.log_start
+
+    def initialOffset(self) -> dict:
+        tps = self._discover()
+        offs = _wire(self.opts).offsets(tps)
+        explicit = {} if self.opts["starting"] in ("lso", "earliest", "latest") else json.loads(self.opts["starting"])
+        parts = {}
+        for t, p in tps:
+            o = offs.get((t, p))
+            if o is None or o.deleted:
+                continue
+            parts[_tp_key(t, p)] = list(self._initial_for(t, p, o, explicit))
+        return {"parts": parts, "clock": -1}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        start = start or self.initialOffset()
+        now = int(time.time() * 1000)
+        tps = self._discover()
+        offs = _wire(self.opts).offsets(tps)
+        parts = {k: list(v) for k, v in start["parts"].items()}
+        lagging = False
+        for t, p in tps:
+            o = offs.get((t, p))
+            if o is None or o.deleted:
+                continue
+            k = _tp_key(t, p)
+            if k not in parts:  # a new partition (pattern match or partition added): all of it is new
+                parts[k] = [o.log_start, True]
+            nxt = parts[k][0]
+            end = o.high_watermark
+            if self.opts["max_offsets"] and t != TXN_TOPIC and end - nxt > self.opts["max_offsets"]:
+                end = nxt + self.opts["max_offsets"]
+                lagging = True
+            parts[k] = [max(end, nxt), parts[k][1]]
+        clock = start.get("clock", -1) if lagging else max(start.get("clock", -1), now)
+        return {"parts": parts, "clock": clock, "planned": now}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        out = []
+        clock = max(end.get("clock", -1), 0)
+        for k, (e, from_start) in end["parts"].items():
+            t, p = k.split("\t")
+            s = start.get("parts", {}).get(k)
+            s_off = s[0] if s else e
+            # Every partition is read every micro-batch, even with nothing new, so that it emits
+            # its progress row (high watermark, LSO, log start) for timers and enrichment.
+            out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start)))
+        return out
+
+    def read(self, partition: KafkaPartition) -> Iterator[Any]:
+        df = read_partition(partition, self.opts)
+        if len(df):
+            yield to_arrow(df)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+# Per-process memo for coordinator partitions: transactional id → producer id and the highest
+# leader epoch, up to an offset, so tombstones reach the producer id they concern.
+_TXN_MEMO: dict[tuple, tuple[int, dict[str, Any]]] = {}
+
+
+def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
+                 common: dict[str, Any]) -> tuple[list[BatchScan], list[dict[str, Any]], Any, list[bytes]]:
+    """Fetch [start, end) as raw bytes. Returns (scans, gap rows, last fetch result, raw chunks)."""
+    scans: list[BatchScan] = []
+    raws: list[bytes] = []
+    gaps: list[dict[str, Any]] = []
+    last = None
+    offset = start
+    while offset < end:
+        res = w.fetch(topic, partition, offset, opts["fetch_max_bytes"])
+        last = res
+        if res.deleted:
+            gaps.append(gap_event(f"{topic}-{partition} was deleted; stopped reading it at offset {offset}",
+                                  topic=topic, partition=partition, first_offset=offset, last_offset=end - 1, **common))
+            break
+        if res.out_of_range:
+            ls = res.log_start_offset
+            if ls is None or ls < 0 or ls <= offset:
+                gaps.append(gap_event(f"offset {offset} out of range and no log start to resume from",
+                                      topic=topic, partition=partition, first_offset=offset, **common))
+                break
+            gaps.append(gap_event(f"retention deleted offsets {offset}..{ls - 1} before they were read; "
+                                  f"continuing at the log start {ls}", topic=topic, partition=partition,
+                                  first_offset=offset, last_offset=ls - 1, **common))
+            offset = ls
+            continue
+        data = res.records or b""
+        if not data:
+            break
+        scan = scan_batches(data, validate_crc=opts["validate_crc"], source=f"{topic}-{partition}",
+                            allow_partial_tail=True)
+        cols = scan.columns
+        keep = (cols["last_offset"] >= offset) & (cols["base_offset"] < end)
+        n_keep = int(keep.sum())
+        chain_broken = any(not e.reason.startswith("CRC-32C") and not e.reason.startswith("control record")
+                           for e in scan.errors)
+        for e in scan.errors:
+            gaps.append(gap_event(f"{e.reason} (fetch at offset {offset})", topic=topic, partition=partition,
+                                  first_offset=e.base_offset if e.base_offset is not None else offset, **common))
+        if n_keep:
+            scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
+            raws.append(data)
+            offset = int(cols["last_offset"][keep].max()) + 1
+        if chain_broken:
+            # The batch chain is unreadable past this point: skip to the planned end, loudly.
+            gaps.append(gap_event(f"unreadable bytes: offsets {offset}..{end - 1} skipped", topic=topic,
+                                  partition=partition, first_offset=offset, last_offset=end - 1, **common))
+            break
+        if not n_keep:
+            if len(cols["last_offset"]) and int(cols["last_offset"].max()) >= end:
+                break
+            if not len(cols["last_offset"]):
+                break  # only a partial batch came back: larger than fetch_max_bytes allows
+    return scans, gaps, last, raws
+
+
+def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
+    """Executor side: events of one planned read of one partition, ending with its progress row."""
+    w = _wire(opts)
+    common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
+    frames: list[pd.DataFrame] = []
+    t, p = part.topic, part.partition
+    if t == TXN_TOPIC:
+        memo_key = (opts["bootstrap"], p)
+        memo = _TXN_MEMO.get(memo_key)
+        acc = {"known": {}, "max_epoch": -1}
+        if memo is not None and memo[0] == part.start:
+            acc = {"known": dict(memo[1]["known"]), "max_epoch": memo[1]["max_epoch"]}
+        elif part.start > 0:
+            # Rebuild the id → producer map from the coordinator log's start (it is compacted).
+            offs = w.offsets([(t, p)])[(t, p)]
+            scans, _g, _l, raws = _fetch_range(w, opts, t, p, offs.log_start, part.start, common)
+            for raw in raws:
+                recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
+                for r in recs:
+                    if r["offset"] < part.start:
+                        if r["tombstone"]:
+                            acc["known"].pop(r["transactional_id"], None)
+                        else:
+                            acc["known"][r["transactional_id"]] = r["producer_id"]
+                if len(sc):
+                    acc["max_epoch"] = max(acc["max_epoch"], int(sc.columns["partition_leader_epoch"].max()))
+        scans, gaps, last, raws = _fetch_range(w, opts, t, p, part.start, part.end, common)
+        for raw in raws:
+            recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
+            recs = [r for r in recs if part.start <= r["offset"] < part.end]
+            ev = txn_state_events(recs, partition=p, source_position=f"{t}-{p}", **common)
+            frames.append(route_coordinator_records(ev, acc["known"]))
+            if len(sc):
+                acc["max_epoch"] = max(acc["max_epoch"], int(sc.columns["partition_leader_epoch"].max()))
+        _TXN_MEMO[memo_key] = (part.end, acc)
+    else:
+        scans, gaps, last, _raws = _fetch_range(w, opts, t, p, part.start, part.end, common)
+        if scans:
+            cols = {k: np.concatenate([s.columns[k] for s in scans]) for k in empty_columns()}
+            cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
+            frames.append(data_events(cols, topic=t, partition=p, source_position=f"{t}-{p}",
+                                      position_format="{prefix}@offset {pos}", **common))
+    hw = lso = log_start = None
+    if last is not None and last.high_watermark is not None and last.high_watermark >= 0:
+        hw, lso, log_start = last.high_watermark, last.last_stable_offset, last.log_start_offset
+    else:
+        o = w.offsets([(t, p)]).get((t, p))
+        if o is not None and not o.deleted:
+            hw, lso, log_start = o.high_watermark, o.lso, o.log_start
+    prog = progress_event(topic=t, partition=p, high_watermark=hw, lso=lso if lso is not None and lso >= 0 else None,
+                          log_start_offset=log_start if log_start is not None and log_start >= 0 else None, **common)
+    if t == TXN_TOPIC:
+        prog["coordinator_epoch"] = acc["max_epoch"]
+    frames.append(to_frame(gaps + [prog]))
+    out = pd.concat([f for f in frames if len(f)], ignore_index=True)
+    out["from_log_start"] = part.from_log_start
+    return to_frame(out)
+
+
+class KafkaDataSource(DataSource):
+    """``spark.readStream.format("kafka-txn").option("bootstrap_servers", ...)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka-txn"
+
+    def schema(self) -> Any:
+        return spark_schema()
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return KafkaStreamReader(dict(self.options))

@@ -1,0 +1,162 @@
+"""The live path against the broker fake over a real socket: the ``kafka-txn`` source (driver
+planning and executor reads), faults, the streaming job end to end, and the alerts-topic sink."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kafka import KafkaConsumer
+
+from streaming.alerts import AlertConfig
+from streaming.cli import scan_paths
+from streaming.config import engine_config, load
+from streaming.pipeline import SinkSet, start_query
+from streaming.scenarios import write_scenario
+from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
+from streaming.sources.kafka import KafkaStreamReader, read_partition
+from streaming.sources.kafka_wire import KafkaUnavailable
+from tests.kafka_fake_broker import FakeKafkaBroker
+
+FAST = {"request_timeout_ms": "3000", "retries": "3"}
+
+
+def live_scenario(tmp_path, name="write-after-marker", seed=5):
+    """Write a scenario whose evaluation clock is (about) now, so wall-clock reads judge it
+    exactly as the scenario's expectations do."""
+    probe = write_scenario(name, tmp_path / "probe", seed=seed, base_time_ms=1_700_000_000_000)
+    span = probe.as_of_ms - 1_700_000_000_000
+    base = int(time.time() * 1000) - span - 5_000
+    return write_scenario(name, tmp_path / "logs", seed=seed, base_time_ms=base)
+
+
+def reader(broker, **opts):
+    o = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live", **FAST}
+    o.update(opts)
+    return KafkaStreamReader(o)
+
+
+def events_of(r, start, end):
+    import pandas as pd
+
+    frames = [read_partition(p, r.opts) for p in r.partitions(start, end)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_planning_starts_data_at_lso_and_coordinator_at_log_start(tmp_path):
+    sc = live_scenario(tmp_path)
+    with FakeKafkaBroker(sc.root) as broker:
+        r = reader(broker)
+        init = r.initialOffset()
+        parts = init["parts"]
+        txn = {k: v for k, v in parts.items() if k.startswith("__transaction_state")}
+        assert txn and all(v == [0, True] for v in txn.values())
+        expected = sc.expected[0]
+        key = f"{expected['topic']}\t{expected['partition']}"
+        assert parts[key][0] == expected["first_offset"]  # the open transaction pins the LSO
+        end = r.latestOffset(init, None)
+        assert end["clock"] > 0
+        ev = events_of(r, init, end)
+        assert set(ev["kind"]) >= {"data", "progress", "txn_state"}
+        prog = ev[(ev["kind"] == "progress") & (ev["topic"] == expected["topic"])
+                  & (ev["partition"] == expected["partition"])].iloc[0]
+        assert prog["lso"] == expected["first_offset"] and prog["high_watermark"] > prog["lso"]
+
+
+def test_earliest_reads_history_and_admission_control_freezes_the_clock(tmp_path):
+    sc = live_scenario(tmp_path)
+    with FakeKafkaBroker(sc.root) as broker:
+        r = reader(broker, starting_offsets="earliest", max_offsets_per_trigger="2")
+        init = r.initialOffset()
+        assert all(v[0] == 0 and v[1] for v in init["parts"].values())
+        end = r.latestOffset(init, None)
+        assert end["clock"] == -1  # some partition is behind: no judging yet
+        data_keys = [k for k in end["parts"] if not k.startswith("__transaction_state")]
+        assert all(end["parts"][k][0] <= 2 for k in data_keys)
+        assert any(end["parts"][k][0] > 2 for k in end["parts"] if k.startswith("__transaction_state"))
+
+
+def test_faults_leader_moves_retention_and_deletion(tmp_path):
+    sc = live_scenario(tmp_path)
+    t, p = sc.expected[0]["topic"], sc.expected[0]["partition"]
+    with FakeKafkaBroker(sc.root) as broker:
+        r = reader(broker, starting_offsets="earliest")
+        init = r.initialOffset()
+        broker.leader_not_available(t, p, count=2)
+        end = r.latestOffset(init, None)
+        ev = events_of(r, init, end)
+        assert (ev["kind"] == "gap").sum() == 0 and len(ev[(ev["topic"] == t) & (ev["kind"] == "data")])
+        # retention moved the log start past what we were about to read
+        broker.advance_log_start(t, p, 2)
+        ev = events_of(r, init, end)
+        gaps = ev[(ev["kind"] == "gap") & (ev["topic"] == t)]
+        assert len(gaps) == 1 and "retention deleted offsets 0..1" in gaps.iloc[0]["reason"]
+        # nothing wholly below the new log start is reported as read
+        mine = (ev["topic"] == t) & (ev["partition"] == p)
+        assert ev[mine & (ev["kind"] == "data")]["last_offset"].min() >= 2
+        broker.delete_topic(t)
+        ev = events_of(r, init, end)
+        gaps = ev[(ev["kind"] == "gap") & (ev["topic"] == t) & (ev["partition"] == p)]
+        assert len(gaps) == 1 and "deleted" in gaps.iloc[0]["reason"]
+        # the deleted partition is no longer planned
+        assert f"{t}\t{p}" in end["parts"] and r.latestOffset(end, None)["parts"][f"{t}\t{p}"] == end["parts"][f"{t}\t{p}"]
+
+
+def test_broker_down_is_a_clear_error(tmp_path):
+    sc = live_scenario(tmp_path)
+    with FakeKafkaBroker(sc.root) as broker:
+        r = reader(broker)
+        init = r.initialOffset()
+        broker.stop()
+        t0 = time.monotonic()
+        with pytest.raises(KafkaUnavailable) as err:
+            r.latestOffset(init, None)
+        assert time.monotonic() - t0 < 60
+        assert "127.0.0.1" in str(err.value)
+
+
+@pytest.mark.spark
+def test_streaming_job_against_the_broker_matches_the_scan(spark, tmp_path):
+    sc = live_scenario(tmp_path)
+    cfg = load(None, env={})
+    cfg["cluster"] = "live"
+    cfg["kafka"]["bootstrap_servers"] = "k:9092"
+    scanned, _ = scan_paths([str(sc.root)], cfg, as_of_ms=sc.as_of_ms, spark=spark)
+    with FakeKafkaBroker(sc.root) as broker:
+        alerts: list = []
+        sinks = SinkSet(sinks=[alerts.extend])
+        opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
+                "starting_offsets": "earliest", **FAST}
+        q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
+                        AlertConfig("k:9092"), sinks, str(tmp_path / "ck"), trigger={"processingTime": "1 second"})
+        try:
+            deadline = time.monotonic() + 90
+            while not alerts and time.monotonic() < deadline and q.exception() is None:
+                time.sleep(0.5)
+        finally:
+            q.stop()
+    assert q.exception() is None
+    fields = ("key", "status", "cause", "verified", "producer_id", "producer_epoch", "first_offset", "last_offset",
+              "coordinator_epoch", "coordinator_epoch_source", "transactional_id", "coordinator_state", "records",
+              "batches", "lso", "pins_lso")
+    assert [{k: a[k] for k in fields} for a in alerts] == [{k: a[k] for k in fields} for a in scanned]
+
+
+def test_alerts_topic_sink_produces_keyed_json(tmp_path):
+    (tmp_path / "logs").mkdir()
+    with FakeKafkaBroker(tmp_path / "logs") as broker:
+        sink = KafkaAlertSink(broker.bootstrap_servers, "txnwatch-alerts", request_timeout_ms=5000)
+        alerts = [{"key": "c/t/0/7/3", "status": "hanging", "n": 1}, {"key": "c/t/0/8/9", "status": "late", "n": 2}]
+        sink(alerts)
+        sink.close()
+        consumer = KafkaConsumer("txnwatch-alerts", bootstrap_servers=broker.bootstrap_servers,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None)
+        got = [(m.key.decode(), json.loads(m.value)) for m in consumer]
+        consumer.close()
+        assert got == [(a["key"], a) for a in alerts]
+        broker.stop()
+        dead = KafkaAlertSink(broker.bootstrap_servers, "txnwatch-alerts", request_timeout_ms=2000,
+                              create_topic=False)
+        with pytest.raises(AlertSinkError, match="could not produce 1 alert"):
+            dead(alerts[:1])
