@@ -1,0 +1,116 @@
+"""``txnwatch run``: configuration layering, sinks (JSONL + Kafka topic + console), restart from
+the checkpoint without duplicates, per-batch progress lines, clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from kafka import KafkaConsumer
+
+from streaming.config import ConfigError, load
+from streaming.runner import run_job
+from streaming.scenarios import write_scenario
+from streaming.sinks.jsonl import read_jsonl
+from tests.conftest import ROOT
+from tests.kafka_fake_broker import FakeKafkaBroker
+from tests.test_kafka_source import live_scenario
+
+
+def test_config_layering_and_errors(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('cluster = "prod"\n[thresholds]\npadding_ms = 1000\n[thresholds.topics.payments]\n'
+                 'max_timeout_ms = 3600000\n')
+    cfg = load(str(f), env={"TXNWATCH_THRESHOLDS_PADDING_MS": "2000", "TXNWATCH_SINKS_ENABLED": "jsonl,kafka"},
+               overrides={"kafka.bootstrap_servers": "k1:9092"})
+    assert cfg["cluster"] == "prod" and cfg["thresholds"]["padding_ms"] == 2000
+    assert cfg["sinks"]["enabled"] == ["jsonl", "kafka"] and cfg["kafka"]["bootstrap_servers"] == "k1:9092"
+    assert cfg["thresholds"]["topics"]["payments"]["max_timeout_ms"] == 3600000
+    f.write_text("[thresholds]\npadding_ms = \"five\"\n")
+    with pytest.raises(ConfigError, match=r"thresholds.padding_ms: expected an integer"):
+        load(str(f), env={})
+    f.write_text("[kafka]\nbootstrap = 1\n")
+    with pytest.raises(ConfigError, match=r"kafka.bootstrap: unknown option"):
+        load(str(f), env={})
+    with pytest.raises(ConfigError, match="TXNWATCH_THRESHOLDS_PADDING_MS"):
+        load(None, env={"TXNWATCH_THRESHOLDS_PADDING_MS": "soon"})
+
+
+@pytest.mark.spark
+def test_run_against_broker_with_all_sinks_and_restart(spark, tmp_path):
+    sc = live_scenario(tmp_path)
+    with FakeKafkaBroker(sc.root) as broker:
+        cfg = load(None, env={})
+        cfg["cluster"] = "live"
+        cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, topic_pattern=".*",
+                            starting_offsets="earliest", request_timeout_ms=3000)
+        cfg["streaming"].update(checkpoint=str(tmp_path / "ck"), trigger_interval="1 second")
+        cfg["sinks"].update(enabled=["jsonl", "console", "kafka"], jsonl_path=str(tmp_path / "alerts.jsonl"))
+        jsonl = tmp_path / "alerts.jsonl"
+
+        def run_until(pred, timeout=90):
+            stop = threading.Event()
+            out = io.StringIO()
+            rc = {}
+            th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(cfg, source="kafka", path=None,
+                                                                               stop_event=stop, console_out=out)))
+            th.start()
+            deadline = time.monotonic() + timeout
+            while not pred() and time.monotonic() < deadline and th.is_alive():
+                time.sleep(0.5)
+            time.sleep(2)
+            stop.set()
+            th.join(60)
+            return rc.get("rc"), out.getvalue()
+
+        rc, console = run_until(lambda: bool(read_jsonl(str(jsonl))))
+        assert rc == 0
+        first = read_jsonl(str(jsonl))
+        want = {(e["topic"], e["partition"], e["producer_id"], e["first_offset"]) for e in sc.expected}
+        assert {(a["topic"], a["partition"], a["producer_id"], a["first_offset"]) for a in first} == want
+        assert "kafka-transactions.sh --bootstrap-server" in console
+        consumer = KafkaConsumer("txnwatch-alerts", bootstrap_servers=broker.bootstrap_servers,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None)
+        topic_alerts = [(m.key.decode(), json.loads(m.value)) for m in consumer]
+        consumer.close()
+        assert [(k, v) for k, v in topic_alerts] == [(a["key"], a) for a in first]
+        # restart from the checkpoint: nothing new, nothing repeated
+        rc, _ = run_until(lambda: False, timeout=6)
+        assert rc == 0 and read_jsonl(str(jsonl)) == first
+
+
+@pytest.mark.spark
+def test_run_subprocess_logs_progress_and_stops_on_sigterm(tmp_path):
+    sc = write_scenario("write-after-marker", tmp_path / "logs", seed=5)
+    conf = tmp_path / "t.toml"
+    conf.write_text(f'cluster = "sub"\n[sinks]\nenabled = ["jsonl"]\njsonl_path = "{tmp_path / "a.jsonl"}"\n'
+                    f'[streaming]\ncheckpoint = "{tmp_path / "ck"}"\ntrigger_interval = "1 second"\n'
+                    f'shuffle_partitions = 2\n')
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    log = open(tmp_path / "stderr.log", "w")  # a file, not a pipe: Spark logs enough to fill a pipe
+    proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--source", "segments", "--path",
+                             str(sc.root), "--config", str(conf)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=log, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not read_jsonl(str(tmp_path / "a.jsonl")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert read_jsonl(str(tmp_path / "a.jsonl")), (tmp_path / "stderr.log").read_text()[-3000:]
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    err = (tmp_path / "stderr.log").read_text()
+    assert rc == 0, err[-3000:]
+    assert "txnwatch running: source=segments" in err
+    assert "open findings: 0 late, 1 hanging" in err
+    assert "stopping after the current micro-batch" in err
