@@ -45,7 +45,9 @@ def spark_session(app: str = "txnwatch", master: str | None = None, conf: dict[s
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.appName(app)
-    if master:
+    # Under spark-submit the master (and the cluster's settings) come from the submit command:
+    # PYSPARK_GATEWAY_PORT is set because the JVM is already running. Never override them then.
+    if master and "PYSPARK_GATEWAY_PORT" not in os.environ:
         b = b.master(master)
     defaults = {
         "spark.sql.shuffle.partitions": "4",
@@ -58,7 +60,10 @@ def spark_session(app: str = "txnwatch", master: str | None = None, conf: dict[s
             "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     }
     defaults.update(conf or {})
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     for k, v in defaults.items():
+        if submitted and k.startswith("spark.sql.streaming.stateStore"):
+            continue  # spark-submit --conf decides
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

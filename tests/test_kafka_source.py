@@ -15,11 +15,18 @@ from streaming.config import engine_config, load
 from streaming.pipeline import SinkSet, start_query
 from streaming.scenarios import write_scenario
 from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
-from streaming.sources.kafka import KafkaStreamReader, read_partition
+from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
 from streaming.sources.kafka_wire import KafkaUnavailable
 from tests.kafka_fake_broker import FakeKafkaBroker
 
 FAST = {"request_timeout_ms": "3000", "retries": "3"}
+
+
+@pytest.fixture(autouse=True)
+def _close_cached_clients():
+    """Cached clients of a stopped broker would keep retrying in their background thread."""
+    yield
+    close_wires()
 
 
 def live_scenario(tmp_path, name="write-after-marker", seed=5):

@@ -24,6 +24,14 @@ from tests.kafka_fake_broker import FakeKafkaBroker
 from tests.test_kafka_source import live_scenario
 
 
+@pytest.fixture(autouse=True)
+def _close_cached_clients():
+    yield
+    from streaming.sources.kafka import close_wires
+
+    close_wires()
+
+
 def test_config_layering_and_errors(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('cluster = "prod"\n[thresholds]\npadding_ms = 1000\n[thresholds.topics.payments]\n'

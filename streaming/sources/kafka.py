@@ -103,6 +103,18 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
         return w
 
 
+def close_wires() -> None:
+    """Close every cached client of this process (query stop, tests)."""
+    with _WIRES_LOCK:
+        wires = list(_WIRES.values())
+        _WIRES.clear()
+    for w in wires:
+        try:
+            w.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass
+
+
 class KafkaPartition(InputPartition):
     def __init__(self, topic: str, partition: int, start: int, end: int, clock: int, from_log_start: bool) -> None:
         self.topic = topic
@@ -199,6 +211,9 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         pass
+
+    def stop(self) -> None:
+        close_wires()
 
 
 # Per-process memo for coordinator partitions: transactional id → producer id and the highest
