@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -11,6 +12,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"
 sys.path.insert(0, str(ROOT))
+
+
+# kafka-python's background threads (clients of brokers a test already stopped) may log after
+# pytest closed its capture streams; that must not print "--- Logging error ---" tracebacks.
+logging.raiseExceptions = False
 
 
 def read_hex(path: Path) -> bytes:
@@ -34,3 +40,9 @@ def spark():
                             conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
     yield session
     session.stop()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from streaming.sources.kafka import close_wires
+
+    close_wires()

@@ -59,13 +59,18 @@ class KafkaAlertSink:
     def _make_producer(self):
         from kafka import KafkaProducer
 
+        # max_block_ms bounds the wait for metadata (default 60 s) by the request timeout, so a
+        # dead cluster fails the micro-batch in seconds, not minutes.
         base = dict(bootstrap_servers=self.bootstrap, client_id=self.client_id, acks="all", retries=5,
-                    retry_backoff_ms=200, request_timeout_ms=self.timeout_ms, max_in_flight_requests_per_connection=1,
-                    **self.security)
+                    retry_backoff_ms=200, request_timeout_ms=self.timeout_ms, max_block_ms=self.timeout_ms,
+                    bootstrap_timeout_ms=self.timeout_ms,
+                    max_in_flight_requests_per_connection=1, **self.security)
         if self.idempotence is not False:
             try:
                 return KafkaProducer(enable_idempotence=True, **base)
             except Exception as exc:  # noqa: BLE001 - older brokers: fall back, say so
+                if "bootstrap" in str(exc).lower():
+                    raise  # unreachable cluster, not an old broker: a second attempt would only wait again
                 if self.idempotence:
                     raise AlertSinkError(f"idempotent producer to {self.bootstrap} failed: {exc}") from exc
                 log.warning("idempotent producer unavailable (%s); using acks=all with retries", exc)
