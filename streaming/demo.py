@@ -20,7 +20,7 @@ from typing import Any
 
 from streaming.alerts import AlertConfig
 from streaming.config import engine_config, load
-from streaming.pipeline import SinkSet, spark_session, start_query
+from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
 from streaming.scenarios import ClusterLog
 from streaming.sinks.console import ConsoleSink
 from streaming.sinks.jsonl import JsonlSink, read_jsonl
@@ -160,7 +160,7 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
         # one more trigger so alerts from the last append are published
         fired.wait(timeout=6)
     finally:
-        q.stop()
+        stop_gracefully(q)
     alerts = read_jsonl(alerts_path)
     hanging = [a for a in alerts if a["status"] == "hanging"]
     out.write(f"\n{len(alerts)} alert(s) written to {alerts_path} ({len(hanging)} hanging)\n")

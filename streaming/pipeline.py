@@ -200,6 +200,20 @@ def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineC
     return w.start()
 
 
+def stop_gracefully(query, timeout_s: float = 60.0) -> None:
+    """Stop between micro-batches: an interrupted batch is replayed on restart anyway, but
+    interrupting it mid-sink makes Spark log a long, alarming stack trace."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and time.monotonic() < deadline:
+        status = query.status
+        if not status.get("isTriggerActive") and not status.get("isDataAvailable"):
+            break
+        time.sleep(0.1)
+    query.stop()
+
+
 def run_available_now(spark, source_format: str, options: dict[str, str], cfg: EngineConfig,
                       alert_cfg: AlertConfig, checkpoint: str) -> tuple[list[dict[str, Any]], Enricher]:
     """Run the streaming job once over everything available (``scan``); returns every alert

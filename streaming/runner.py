@@ -16,7 +16,7 @@ from typing import Any
 
 from streaming.alerts import AlertConfig
 from streaming.config import ConfigError, engine_config
-from streaming.pipeline import SinkSet, spark_session, start_query
+from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
 
 log = logging.getLogger("txnwatch")
 
@@ -135,7 +135,7 @@ def run_job(cfg: dict[str, Any], *, source: str, path: str | None, once: bool = 
     while q.isActive and not stop.is_set():
         q.awaitTermination(1)
     if q.isActive:
-        q.stop()
+        stop_gracefully(q)
     exc = q.exception()
     for s in sinks.sinks:
         close = getattr(s, "close", None)
