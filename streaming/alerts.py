@@ -162,6 +162,7 @@ class Enricher:
         self.partitions: dict[str, dict[str, Any]] = {}
         self.coord_epochs: dict[str, int] = {}
         self.active: dict[str, dict[str, Any]] = {}
+        self.open_txns: dict[str, list[dict[str, Any]]] = {}
         self.last_batch_id = -1
         if path and os.path.exists(path):
             with open(path) as f:
@@ -169,6 +170,7 @@ class Enricher:
             self.partitions = doc.get("partitions", {})
             self.coord_epochs = doc.get("coord_epochs", {})
             self.active = doc.get("active", {})
+            self.open_txns = doc.get("open_txns", {})
             self.last_batch_id = doc.get("last_batch_id", -1)
 
     def save(self) -> None:
@@ -176,11 +178,29 @@ class Enricher:
             return
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         doc = {"partitions": self.partitions, "coord_epochs": self.coord_epochs, "active": self.active,
-               "last_batch_id": self.last_batch_id}
+               "open_txns": self.open_txns, "last_batch_id": self.last_batch_id}
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path) or ".", prefix=".enricher")
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f)
         os.replace(tmp, self.path)
+
+    def observe_open_sets(self, rows: list[dict[str, Any]]) -> None:
+        """Replace each reporting producer's open-transaction set (state ``open_set`` rows)."""
+        by_pid: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            lst = by_pid.setdefault(str(int(r["producer_id"])), [])
+            if r.get("topic") is not None:
+                lst.append({"topic": r["topic"], "partition": int(r["partition"]),
+                            "first_offset": _int(r["first_offset"]), "first_ts": _int(r["first_ts"])})
+        for pid, lst in by_pid.items():
+            if lst:
+                self.open_txns[pid] = lst
+            else:
+                self.open_txns.pop(pid, None)
+
+    def open_transactions(self) -> list[dict[str, Any]]:
+        """Every open transaction the state knows of (for metrics)."""
+        return [t for lst in self.open_txns.values() for t in lst]
 
     @property
     def coord_max_epoch(self) -> int | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,6 +165,7 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
     """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher."""
 
     def write(batch_df, batch_id: int) -> None:
+        t0 = time.monotonic()
         if batch_id <= enricher.last_batch_id:
             log.info("micro-batch %s already published; skipping replay", batch_id)
             return
@@ -172,12 +174,16 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
         gaps = [r for r in rows if r["out_kind"] == "gap"]
         raw = [r for r in rows if r["out_kind"] == "alert"]
         raw.sort(key=lambda r: (r["topic"], r["partition"], r["first_offset"], r["now_ms"] or 0))
+        enricher.observe_open_sets([r for r in rows if r["out_kind"] == "open_set"])
         alerts = enricher.process(raw, progress)
         sinks.emit(alerts)
         enricher.last_batch_id = batch_id
         enricher.save()
+        clock = max([r["now_ms"] for r in progress if r.get("now_ms") is not None], default=None)
         stats = {"rows": len(rows), "progress": len(progress), "gaps": gaps, "alerts": alerts,
-                 "open_alerts": dict(enricher.active), "partitions": dict(enricher.partitions)}
+                 "open_alerts": dict(enricher.active), "partitions": dict(enricher.partitions),
+                 "open_transactions": enricher.open_transactions(), "now_ms": clock,
+                 "duration_s": time.monotonic() - t0}
         for cb in sinks.on_batch:
             cb(batch_id, stats)
 
@@ -203,8 +209,6 @@ def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineC
 def stop_gracefully(query, timeout_s: float = 60.0) -> None:
     """Stop between micro-batches: an interrupted batch is replayed on restart anyway, but
     interrupting it mid-sink makes Spark log a long, alarming stack trace."""
-    import time
-
     deadline = time.monotonic() + timeout_s
     while query.isActive and time.monotonic() < deadline:
         status = query.status

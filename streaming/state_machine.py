@@ -24,7 +24,7 @@ SCHEMA_VERSION = 1
 
 # Columns of what the state operator emits (alerts-in-the-making plus passthrough rows).
 OUT_FIELDS: tuple[tuple[str, str], ...] = (
-    ("out_kind", "string"),  # alert | progress | gap
+    ("out_kind", "string"),  # alert | open_set | progress | gap
     ("key", "string"),
     ("status", "string"),
     ("cause", "string"),
@@ -112,10 +112,12 @@ class ProducerState:
         self.parts: dict[str, dict[str, Any]] = doc.get("parts", {})
         self.coord: dict[str, Any] | None = doc.get("coord")
         self.last_event_ms: int = doc.get("last_event_ms", -1)
+        self.reported_open: str = doc.get("reported_open", "[]")
 
     def to_json(self) -> str:
         return json.dumps({"v": SCHEMA_VERSION, "parts": self.parts, "coord": self.coord,
-                           "last_event_ms": self.last_event_ms}, separators=(",", ":"))
+                           "last_event_ms": self.last_event_ms, "reported_open": self.reported_open},
+                          separators=(",", ":"))
 
     @classmethod
     def from_json(cls, producer_id: int, text: str | None) -> ProducerState:
@@ -308,6 +310,24 @@ class ProducerState:
         return c is None or bool(c.get("forgotten")) or c.get("state") not in ("Ongoing", "PrepareCommit",
                                                                                 "PrepareAbort")
 
+    def open_set_rows(self, cfg: EngineConfig) -> list[dict[str, Any]]:
+        """The producer's open transactions, when they changed since last reported: the sink keeps
+        the latest set per producer id, which is how metrics count every open transaction (not only
+        findings) without a row per producer per micro-batch. An empty set is one row with no topic."""
+        opens = sorted((p["topic"], p["partition"], p["open"]["first_offset"], p["open"]["first_ts"])
+                       for p in self.parts.values() if p["open"] is not None)
+        sig = json.dumps(opens)
+        if sig == self.reported_open:
+            return []
+        self.reported_open = sig
+        rows = []
+        for topic, partition, first_offset, first_ts in opens or [(None, None, None, None)]:
+            row = dict.fromkeys(OUT_NAMES)
+            row.update(out_kind="open_set", cluster=cfg.cluster, producer_id=self.producer_id, topic=topic,
+                       partition=partition, first_offset=first_offset, first_ts=first_ts)
+            rows.append(row)
+        return rows
+
     def _row(self, cfg: EngineConfig, p: dict[str, Any], o: dict[str, Any], *, status: str, now_ms: int,
              verdict=None, resolution: str | None = None) -> dict[str, Any]:
         c = self.coord or {}
@@ -352,6 +372,8 @@ def process_key(
     for ev in events:
         out.extend(st.apply(ev, cfg))
     out.extend(st.evaluate(cfg, now_ms))
-    if st.evictable() and st.last_event_ms >= 0 and now_ms - st.last_event_ms >= cfg.evict_after_ms:
+    evict = st.evictable() and st.last_event_ms >= 0 and now_ms - st.last_event_ms >= cfg.evict_after_ms
+    out.extend(st.open_set_rows(cfg))
+    if evict:
         return out, None, None
     return out, st.to_json(), st.next_timer(cfg)

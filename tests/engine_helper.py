@@ -24,7 +24,7 @@ def run_engine(events: pd.DataFrame, *, coordinator_available: bool, cluster: st
         rows = [{k: (None if (not isinstance(v, list | tuple) and pd.isna(v)) else v) for k, v in r.items()}
                 for r in g.to_dict("records")]
         out, _doc, _timer = process_key(int(pid), rows, None, now_ms=now, cfg=cfg)
-        raw += out
+        raw += [o for o in out if o["out_kind"] == "alert"]
     progress = [r for r in df[df["kind"] == "progress"].to_dict("records")]
     enricher = Enricher(AlertConfig())
     enricher.process(raw, progress)

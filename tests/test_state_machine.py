@@ -34,7 +34,18 @@ def coord(state, partitions, pid=7, ts=T0, tid="app", ple=3, start=T0, timeout=6
 
 
 def step(events, doc, now, cfg=CFG, pid=7):
-    return process_key(pid, events, doc, now_ms=now, cfg=cfg)
+    """One state-function call; returns (alert rows, state, timer)."""
+    out, doc, timer = process_key(pid, events, doc, now_ms=now, cfg=cfg)
+    return [o for o in out if o["out_kind"] == "alert"], doc, timer
+
+
+def test_open_set_reported_only_when_it_changes():
+    out, doc, _ = process_key(7, [data(10)], None, now_ms=T0, cfg=CFG)
+    assert [(o["out_kind"], o["topic"], o["first_offset"]) for o in out] == [("open_set", "t", 10)]
+    out, doc, _ = process_key(7, [data(11)], doc, now_ms=T0, cfg=CFG)
+    assert out == []  # joined the same transaction: the set did not change
+    out, doc, _ = process_key(7, [marker(12)], doc, now_ms=T0, cfg=CFG)
+    assert [(o["out_kind"], o["topic"]) for o in out] == [("open_set", None)]
 
 
 def test_commit_closes_and_nothing_is_reported():
