@@ -163,6 +163,7 @@ class Enricher:
         self.coord_epochs: dict[str, int] = {}
         self.active: dict[str, dict[str, Any]] = {}
         self.open_txns: dict[str, list[dict[str, Any]]] = {}
+        self.clock: int | None = None  # the job's event-time clock as last seen in its output
         self.last_batch_id = -1
         if path and os.path.exists(path):
             with open(path) as f:
@@ -171,6 +172,7 @@ class Enricher:
             self.coord_epochs = doc.get("coord_epochs", {})
             self.active = doc.get("active", {})
             self.open_txns = doc.get("open_txns", {})
+            self.clock = doc.get("clock")
             self.last_batch_id = doc.get("last_batch_id", -1)
 
     def save(self) -> None:
@@ -178,7 +180,7 @@ class Enricher:
             return
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         doc = {"partitions": self.partitions, "coord_epochs": self.coord_epochs, "active": self.active,
-               "open_txns": self.open_txns, "last_batch_id": self.last_batch_id}
+               "open_txns": self.open_txns, "clock": self.clock, "last_batch_id": self.last_batch_id}
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path) or ".", prefix=".enricher")
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f)
@@ -224,6 +226,10 @@ class Enricher:
         then resolutions by LSO movement. Returns the alert objects to publish, in order."""
         for p in progress:
             self.observe_progress(p)
+        for r in list(progress) + list(raw_alerts):
+            t = _int(r.get("now_ms"))
+            if t is not None and (self.clock is None or t > self.clock):
+                self.clock = t
         out: list[dict[str, Any]] = []
         for raw in raw_alerts:
             part = self.partitions.get(f"{raw['topic']}-{int(raw['partition'])}")

@@ -78,15 +78,40 @@ def cmd_scan(args: argparse.Namespace) -> int:
         if not os.path.exists(p):
             raise UsageError(f"{p}: no such file or directory")
     as_of = parse_time(args.as_of) if args.as_of else None
-    findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, master=args.master)
+    from streaming.pipeline import spark_session
+
+    ensure_java()
+    spark = spark_session(master=args.master or cfg["streaming"]["master"],
+                          conf={"spark.sql.shuffle.partitions": str(cfg["streaming"]["shuffle_partitions"])})
+    findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark)
     for g in gaps:
         sys.stderr.write(f"gap: {g.get('source_position') or g.get('topic')}: {g.get('reason')}\n")
+    if cfg["quality"]["scan"]:
+        scan_quality(spark, args.paths, cfg, findings)
     if args.json:
         for a in findings:
             sys.stdout.write(json.dumps(a) + "\n")
     else:
         sys.stdout.write(format_table(findings))
     return 2 if any(a["status"] == "hanging" for a in findings) else 0
+
+
+def scan_quality(spark, paths: list[str], cfg: dict[str, Any], findings: list[dict[str, Any]]) -> None:
+    """Data-quality check of a scan: the input events and the findings against their suites.
+    Failing event rows go to the quarantine file; a summary goes to stderr (never to stdout,
+    which carries the findings)."""
+    from streaming.quality import _read_inputs, quarantine_sink, validate_alerts, validate_events
+
+    events = validate_events(_read_inputs(spark, paths, cfg), engine=cfg["quality"]["engine"])
+    alerts = validate_alerts(findings)
+    for res in (events, alerts):
+        if res.success:
+            continue
+        rules = ", ".join(sorted(res.failed_rule_names()))
+        sys.stderr.write(f"quality: {res.suite}: {len(res.failures)} row(s) failed: {rules}\n")
+        if res.failures and res.suite.startswith("event"):
+            n = quarantine_sink(cfg["quality"]["quarantine_path"])(res)
+            sys.stderr.write(f"quality: {n} row(s) quarantined to {cfg['quality']['quarantine_path']}\n")
 
 
 def scan_paths(paths: list[str], cfg: dict[str, Any], *, as_of_ms: int | None = None, master: str | None = None,
@@ -152,7 +177,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from streaming.demo import run_demo
 
     ensure_java()
-    return run_demo(workdir=args.workdir, duration_s=args.duration, master=args.master)
+    return run_demo(workdir=args.workdir, duration_s=args.duration, master=args.master,
+                    metrics_port=args.metrics_port)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -202,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workdir", help="keep the generated log, checkpoint and alerts here (default: a temp dir)")
     d.add_argument("--duration", type=int, default=120, help="stop after this many seconds at most")
     d.add_argument("--master", default="local[2]")
+    d.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port (0 = off)")
     d.set_defaults(func=cmd_demo)
 
     r = sub.add_parser("run", help="the always-on job")

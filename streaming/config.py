@@ -32,6 +32,8 @@ DEFAULTS: dict[str, Any] = {
               "kafka_create_topic": True},
     "metrics": {"port": 0},
     "dumps": {"coordinator_view": False},
+    "quality": {"enabled": False, "engine": "pandas", "sample_every": 0, "row_fraction": 1.0,
+                "quarantine_path": "quarantine.jsonl", "scan": True},
 }
 
 
@@ -43,6 +45,9 @@ def _check(key: str, value: Any, expected: Any) -> Any:
     if isinstance(expected, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: expected a boolean (true/false), got {value!r}")
+    elif isinstance(expected, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
     elif isinstance(expected, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
@@ -80,6 +85,11 @@ def _parse_env(value: str, expected: Any) -> Any:
         if value.lower() in ("0", "false", "no", "off"):
             return False
         return value
+    if isinstance(expected, float):
+        try:
+            return float(value)
+        except ValueError:
+            return value
     if isinstance(expected, int):
         try:
             return int(value)

@@ -179,10 +179,9 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
         sinks.emit(alerts)
         enricher.last_batch_id = batch_id
         enricher.save()
-        clock = max([r["now_ms"] for r in progress if r.get("now_ms") is not None], default=None)
         stats = {"rows": len(rows), "progress": len(progress), "gaps": gaps, "alerts": alerts,
                  "open_alerts": dict(enricher.active), "partitions": dict(enricher.partitions),
-                 "open_transactions": enricher.open_transactions(), "now_ms": clock,
+                 "open_transactions": enricher.open_transactions(), "now_ms": enricher.clock,
                  "duration_s": time.monotonic() - t0}
         for cb in sinks.on_batch:
             cb(batch_id, stats)

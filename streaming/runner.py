@@ -110,18 +110,29 @@ def run_job(cfg: dict[str, Any], *, source: str, path: str | None, once: bool = 
     fmt, opts, coord = source_options(cfg, source, path)
     sinks = build_sinks(cfg, console_out=console_out)
     sinks.on_batch.append(ProgressLogger())
-    port = cfg["metrics"]["port"]
-    if port:
+    name = f"txnwatch-{cfg['cluster']}"
+    metrics = None
+    if cfg["metrics"]["port"]:
         from streaming.metrics import Metrics
 
-        metrics = Metrics(port)
+        metrics = Metrics(cfg["metrics"]["port"], cluster=cfg["cluster"], query_name=name)
         sinks.on_batch.append(metrics.observe)
+        log.warning("metrics on http://0.0.0.0:%d/metrics", metrics.port)
     spark = spark_session(master=cfg["streaming"]["master"], conf=_spark_conf(cfg))
     ck = checkpoint_dir(cfg)
     trigger = {"availableNow": True} if once else {"processingTime": cfg["streaming"]["trigger_interval"]}
     q = start_query(spark, fmt, opts, engine_config(cfg, coordinator_available=coord),
                     AlertConfig(bootstrap_servers=cfg["kafka"]["bootstrap_servers"] or None), sinks, ck,
-                    trigger=trigger, query_name=f"txnwatch-{cfg['cluster']}")
+                    trigger=trigger, query_name=name)
+    queries = [q]
+    if cfg["quality"]["enabled"]:
+        # The data-quality gate reads the same source as its own query (own checkpoint): the
+        # detection query's foreachBatch only sees the state operator's output, not the events.
+        from streaming.quality import QualityGate, start_quality_query
+
+        gate = QualityGate.from_config(cfg, metrics=metrics)
+        queries.append(start_quality_query(spark, fmt, opts, gate, _join(ck, "quality"), trigger=trigger,
+                                           query_name=f"txnwatch-quality-{cfg['cluster']}"))
     log.warning("txnwatch running: source=%s checkpoint=%s", fmt, ck)
     stop = stop_event or threading.Event()
 
@@ -132,19 +143,26 @@ def run_job(cfg: dict[str, Any], *, source: str, path: str | None, once: bool = 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
-    while q.isActive and not stop.is_set():
+    while all(x.isActive for x in queries) and not stop.is_set():
         q.awaitTermination(1)
-    if q.isActive:
-        stop_gracefully(q)
-    exc = q.exception()
+    for x in queries:
+        if x.isActive:
+            stop_gracefully(x)
+    errors = [x.exception() for x in queries if x.exception() is not None]
     for s in sinks.sinks:
         close = getattr(s, "close", None)
         if close:
             close()
-    if exc is not None:
-        log.error("query failed: %s", exc)
+    if metrics is not None:
+        metrics.close()
+    if errors:
+        log.error("query failed: %s", errors[0])
         return 1
     return 0
+
+
+def _join(base: str, sub: str) -> str:
+    return base.rstrip("/") + "/" + sub
 
 
 def _spark_conf(cfg: dict[str, Any]) -> dict[str, str]:
