@@ -198,7 +198,7 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
             if recs:
                 next_offset = recs[-1]["offset"] + 1
         prog = progress_event(topic=TXN_TOPIC, partition=p, high_watermark=next_offset, lso=next_offset,
-                              log_start_offset=None, **common)
+                              log_start_offset=None, source_position=src, **common)
         prog["coordinator_epoch"] = max_epoch
         frames.append(to_frame([prog]))
 
@@ -221,7 +221,9 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
             state.apply(s.cols, s.cols["crc_valid"] != 0)
         hw = state.next_offset
         pframes.append(to_frame([progress_event(topic=t, partition=p, high_watermark=hw, lso=state.lso(hw),
-                                                log_start_offset=None, **common)]))
+                                                log_start_offset=None,
+                                                source_position=segs[-1].source if segs else seed[2],
+                                                **common)]))
         # "Read from the log start" (detection.md §4.2) only when the input begins at offset 0 and
         # no snapshot stands in for earlier history.
         from_start = seed is None and bool(segs) and segs[0].base == 0

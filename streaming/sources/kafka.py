@@ -327,7 +327,8 @@ def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
         if o is not None and not o.deleted:
             hw, lso, log_start = o.high_watermark, o.lso, o.log_start
     prog = progress_event(topic=t, partition=p, high_watermark=hw, lso=lso if lso is not None and lso >= 0 else None,
-                          log_start_offset=log_start if log_start is not None and log_start >= 0 else None, **common)
+                          log_start_offset=log_start if log_start is not None and log_start >= 0 else None,
+                          source_position=f"{t}-{p}@offset {part.end}", **common)
     if t == TXN_TOPIC:
         prog["coordinator_epoch"] = acc["max_epoch"]
     frames.append(to_frame(gaps + [prog]))

@@ -335,7 +335,7 @@ def read_range(
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
         hw = acc["next_offset"]
         prog = progress_event(topic=part.topic, partition=part.partition, high_watermark=hw, lso=hw,
-                              log_start_offset=log_start, **common)
+                              log_start_offset=log_start, source_position=_where(part, end), **common)
         prog["coordinator_epoch"] = acc["max_epoch"]
         if end is not None:
             with _MEMO_LOCK:
@@ -359,7 +359,7 @@ def read_range(
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
         hw = st.next_offset
         prog = progress_event(topic=part.topic, partition=part.partition, high_watermark=hw,
-                              lso=st.lso(hw), log_start_offset=log_start, **common)
+                              lso=st.lso(hw), log_start_offset=log_start, source_position=_where(part, end), **common)
         if end is not None:
             with _MEMO_LOCK:
                 _MEMO[part.path] = (end, st)
@@ -369,6 +369,11 @@ def read_range(
     # "log-start" coordinator-epoch rule (detection.md §4.2) must not apply then.
     out["from_log_start"] = part.is_txn_state or seed_snapshot(part) is None
     return to_frame(out)
+
+
+def _where(part: PartitionDir, end: tuple[int, int] | None) -> str:
+    """Where a read of the partition ended, for progress rows."""
+    return f"{part.name}/{end[0]:020d}.log@{end[1]}" if end else part.name
 
 
 def _copy(e: Any) -> Any:
