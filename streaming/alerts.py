@@ -147,11 +147,66 @@ def _int(v: Any) -> int | None:
         return None
 
 
+def _is_url(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _hadoop_fs(path: str):
+    """(FileSystem, Path) through the running Spark JVM, for checkpoint URLs (hdfs://, s3a://...)."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise RuntimeError(f"no active SparkSession to reach {path}")
+    jvm = spark.sparkContext._jvm
+    jpath = jvm.org.apache.hadoop.fs.Path(path)
+    return jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), jpath, jvm
+
+
+def _read_text(path: str) -> str | None:
+    if not _is_url(path):
+        path = path[len("file://"):] if path.startswith("file://") else path
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return f.read()
+    fs, jpath, jvm = _hadoop_fs(path)
+    if not fs.exists(jpath):
+        return None
+    stream = fs.open(jpath)
+    try:
+        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+
+
+def _write_text(path: str, text: str) -> None:
+    """Replace the file atomically: write a temporary sibling, then rename over the target."""
+    if not _is_url(path):
+        path = path[len("file://"):] if path.startswith("file://") else path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".enricher")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        return
+    fs, jpath, jvm = _hadoop_fs(path)
+    tmp = jvm.org.apache.hadoop.fs.Path(path + ".tmp")
+    out = fs.create(tmp, True)
+    try:
+        out.write(bytearray(text.encode("utf-8")))
+    finally:
+        out.close()
+    fs.delete(jpath, False)
+    fs.rename(tmp, jpath)
+
+
 class Enricher:
     """Driver-side memory of the alert stream: latest progress per partition, the highest
     coordinator epoch per ``__transaction_state`` partition, and the alerts currently open.
 
-    Persisted as one JSON file (atomically replaced) beside the checkpoint, with the last
+    Persisted as one JSON file (atomically replaced; through Hadoop's FileSystem for checkpoint
+    URLs) beside the checkpoint, with the last
     micro-batch id written, so a micro-batch that Spark replays after a failure is not published
     twice and a restart keeps enriching alerts fired by timers before any new progress arrives.
     """
@@ -165,9 +220,9 @@ class Enricher:
         self.open_txns: dict[str, list[dict[str, Any]]] = {}
         self.clock: int | None = None  # the job's event-time clock as last seen in its output
         self.last_batch_id = -1
-        if path and os.path.exists(path):
-            with open(path) as f:
-                doc = json.load(f)
+        text = _read_text(path) if path else None
+        if text:
+            doc = json.loads(text)
             self.partitions = doc.get("partitions", {})
             self.coord_epochs = doc.get("coord_epochs", {})
             self.active = doc.get("active", {})
@@ -178,13 +233,9 @@ class Enricher:
     def save(self) -> None:
         if not self.path:
             return
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         doc = {"partitions": self.partitions, "coord_epochs": self.coord_epochs, "active": self.active,
                "open_txns": self.open_txns, "clock": self.clock, "last_batch_id": self.last_batch_id}
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path) or ".", prefix=".enricher")
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, self.path)
+        _write_text(self.path, json.dumps(doc))
 
     def observe_open_sets(self, rows: list[dict[str, Any]]) -> None:
         """Replace each reporting producer's open-transaction set (state ``open_set`` rows)."""

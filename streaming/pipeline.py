@@ -61,11 +61,16 @@ def spark_session(app: str = "txnwatch", master: str | None = None, conf: dict[s
             "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     }
     defaults.update(conf or {})
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    given: set[str] = set()
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # spark-submit --conf (and spark-defaults.conf) win over txnwatch's defaults and config.
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()
+        given = {k for k, _ in SparkConf().getAll()}
     for k, v in defaults.items():
-        if submitted and k.startswith("spark.sql.streaming.stateStore"):
-            continue  # spark-submit --conf decides
-        b = b.config(k, v)
+        if k not in given:
+            b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register_sources(spark)
@@ -195,8 +200,7 @@ def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineC
     """Start the streaming job; returns the StreamingQuery."""
     events = spark.readStream.format(source_format).options(**options).load()
     out = detect(events, cfg)
-    enricher = Enricher(alert_cfg, os.path.join(checkpoint, "txnwatch-sink.json")
-                        if "://" not in checkpoint else None)
+    enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json")
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
         make_batch_writer(enricher, sinks))
     if query_name:
