@@ -167,3 +167,27 @@ def test_alerts_topic_sink_produces_keyed_json(tmp_path):
                               create_topic=False)
         with pytest.raises(AlertSinkError, match="could not produce 1 alert"):
             dead(alerts[:1])
+
+
+def test_corrupt_batch_becomes_a_gap_and_reading_continues(tmp_path):
+    from udfs.encode import encode_batch
+
+    root = tmp_path / "logs"
+    (root / "t-0").mkdir(parents=True)
+    now = int(time.time() * 1000)
+    good = [encode_batch(i, 1, producer_id=9, producer_epoch=0, base_sequence=i, is_transactional=True,
+                         base_timestamp=now, max_timestamp=now) for i in range(3)]
+    bad = bytearray(good[1])
+    bad[40] ^= 0xFF  # inside the CRC-covered header: the broker's bytes were damaged
+    (root / "t-0" / f"{0:020d}.log").write_bytes(good[0] + bytes(bad) + good[2])
+    with FakeKafkaBroker(root) as broker:
+        r = reader(broker, topics='["t"]', topic_pattern="", starting_offsets="earliest")
+        init = r.initialOffset()
+        end = r.latestOffset(init, None)
+        ev = events_of(r, init, end)
+    mine = ev[ev["topic"] == "t"]
+    gaps = mine[mine["kind"] == "gap"]
+    assert len(gaps) == 1 and "CRC-32C mismatch" in gaps.iloc[0]["reason"] and gaps.iloc[0]["first_offset"] == 1
+    data = mine[mine["kind"] == "data"]
+    # the damaged batch is left out; the batches around it are read (one span, offsets 0..2)
+    assert list(zip(data["first_offset"], data["last_offset"], data["batch_count"], strict=True)) == [(0, 2, 2)]
