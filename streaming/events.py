@@ -154,11 +154,6 @@ def arrow_schema() -> pa.Schema:
     return pa.schema([(n, simple[t]) for n, t in EVENT_FIELDS])
 
 
-def ddl() -> str:
-    """Spark DDL string of the schema (for ``DataSource.schema``)."""
-    return ", ".join(f"{n} {'boolean' if t == 'bool' else t}" for n, t in EVENT_FIELDS)
-
-
 def make_row(kind: str, **fields: Any) -> dict[str, Any]:
     """A full event row as a dict: every field present, unknown names rejected."""
     unknown = set(fields) - set(FIELD_NAMES)
@@ -168,11 +163,6 @@ def make_row(kind: str, **fields: Any) -> dict[str, Any]:
     row.update(fields)
     row["kind"] = kind
     return row
-
-
-def empty_frame() -> pd.DataFrame:
-    """An empty pandas frame with the event columns and nullable dtypes."""
-    return to_frame([])
 
 
 def to_frame(rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:

@@ -236,13 +236,3 @@ def gap_event(
     return make_row("gap", source=source, cluster=cluster, topic=topic, partition=partition, route_pid=-1,
                     first_offset=first_offset, last_offset=last_offset, reason=reason, source_position=where,
                     event_time=event_time_ms)
-
-
-def max_timestamp(cols: dict[str, np.ndarray]) -> int | None:
-    """Newest batch timestamp of a table (the file clock of detection.md §2), ignoring control
-    batches' absent timestamps (-1)."""
-    ts = cols["max_timestamp"]
-    if len(ts) == 0:
-        return None
-    m = int(ts.max())
-    return m if m >= 0 else None
