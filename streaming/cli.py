@@ -83,7 +83,11 @@ def cmd_scan(args: argparse.Namespace) -> int:
     ensure_java()
     spark = spark_session(master=args.master or cfg["streaming"]["master"],
                           conf={"spark.sql.shuffle.partitions": str(cfg["streaming"]["shuffle_partitions"])})
-    findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark)
+    if (args.topic is None) != (args.partition is None):
+        raise UsageError("--topic and --partition go together (they name the partition of dumps that lost their "
+                         "'Dumping <path>' line)")
+    findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark, topic=args.topic,
+                                partition=args.partition)
     for g in gaps:
         sys.stderr.write(f"gap: {g.get('source_position') or g.get('topic')}: {g.get('reason')}\n")
     if cfg["quality"]["scan"]:
@@ -115,7 +119,8 @@ def scan_quality(spark, paths: list[str], cfg: dict[str, Any], findings: list[di
 
 
 def scan_paths(paths: list[str], cfg: dict[str, Any], *, as_of_ms: int | None = None, master: str | None = None,
-               spark=None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+               spark=None, topic: str | None = None,
+               partition: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The one-shot scan: the streaming job run with an available-now trigger over the inputs.
 
     Returns (findings = active late/hanging alerts sorted by topic, partition, first offset;
@@ -134,7 +139,7 @@ def scan_paths(paths: list[str], cfg: dict[str, Any], *, as_of_ms: int | None = 
     gaps: list[dict[str, Any]] = []
     findings: dict[str, dict[str, Any]] = {}
     jobs: list[tuple[str, dict[str, str], bool]] = []
-    if len(dirs) == 1 and not files:
+    if len(dirs) == 1 and not files and topic is None and partition is None:
         jobs.append(("segments", {"path": dirs[0], "cluster": cfg["cluster"]}, _has_txn_state(dirs)))
     else:
         from streaming.sources.files import inputs_have_coordinator
@@ -145,6 +150,10 @@ def scan_paths(paths: list[str], cfg: dict[str, Any], *, as_of_ms: int | None = 
             for root, _sub, names in os.walk(d):
                 files += [os.path.join(root, n) for n in sorted(names) if n.endswith((".log", ".snapshot"))]
         opts = {"paths": json.dumps([os.path.abspath(f) for f in files]), "cluster": cfg["cluster"]}
+        if topic is not None:
+            opts["topic"] = topic
+        if partition is not None:
+            opts["partition"] = str(partition)
         jobs.append(("dumps", opts, inputs_have_coordinator(files)))
     for fmt, opts, coord in jobs:
         if as_of_ms is not None:
@@ -211,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--padding-ms", type=int)
     s.add_argument("--bootstrap-server", help="bootstrap servers written into the abort commands")
     s.add_argument("--cluster")
+    s.add_argument("--topic", help="topic of dump text that lost its 'Dumping <path>' line (with --partition)")
+    s.add_argument("--partition", type=int, help="partition of such dump text (with --topic)")
     s.add_argument("--config")
     s.add_argument("--master", help="Spark master (default from config: local[2])")
     s.add_argument("--json", action="store_true", help="one alert object per line (findings only)")

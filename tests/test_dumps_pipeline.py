@@ -218,3 +218,18 @@ def test_drop_directory_stream_reads_complete_files_once(spark, tmp_path):
     logs = [p for p in (tmp_path / "ck" / "offsets").iterdir() if p.name.isdigit()]
     offsets = json.loads(max(logs, key=lambda p: int(p.name)).read_text().splitlines()[-1])
     assert sorted(offsets["done"]) == sorted(str(drop / f.split("/")[-1]) for f in files)
+
+
+def test_scan_cli_topic_partition_override_and_exit_codes(spark, tmp_path, capsys):
+    from streaming.cli import main
+
+    snap = SAMPLES / "dumps" / "klog_producer_snapshot_dumps_kafka2x_and_3.1-3.4.txt"
+    rc = main(["scan", str(snap), "--json", "--as-of", "4000000000000", "--topic", "orders", "--partition", "3"])
+    out = capsys.readouterr()
+    findings = [json.loads(line) for line in out.out.splitlines() if line.startswith("{")]
+    assert rc == 2 and findings
+    assert {(f["topic"], f["partition"], f["coordinator_epoch_source"]) for f in findings} == {("orders", 3, "snapshot")}
+    assert main(["scan", str(snap), "--topic", "orders"]) == 1
+    assert "--topic and --partition go together" in capsys.readouterr().err
+    assert main(["scan", str(tmp_path / "nope.txt")]) == 1
+    assert "no such file" in capsys.readouterr().err
