@@ -75,12 +75,23 @@ def _verify_hint(row: dict[str, Any], cfg: AlertConfig) -> str | None:
 
 
 def finalize(row: dict[str, Any], part: dict[str, Any] | None, coord_max_epoch: int | None,
-             cfg: AlertConfig, detected_at_ms: int | None = None) -> dict[str, Any]:
-    """State-machine row → the published alert JSON object (fields in contract order)."""
+             cfg: AlertConfig, detected_at_ms: int | None = None,
+             coord_epochs: dict[str, int] | None = None) -> dict[str, Any]:
+    """State-machine row → the published alert JSON object (fields in contract order).
+
+    ``coord_epochs`` ("__transaction_state-N" → highest partitionLeaderEpoch read there) turns the
+    state's ``coordinator-partition`` epoch (highest seen on the producer's own records) into the
+    highest seen in that whole partition, as detection.md §4.4 asks; ``coord_max_epoch`` fills
+    ``all-coordinators-max``."""
     part = part or {}
     lso, hw, log_start = part.get("lso"), part.get("high_watermark"), part.get("log_start_offset")
     status = row["status"]
     ce, ce_src = row.get("coordinator_epoch"), row.get("coordinator_epoch_source")
+    tp = row.get("txn_partition")
+    if status == "hanging" and ce_src == "coordinator-partition" and coord_epochs and tp is not None:
+        seen = coord_epochs.get(f"__transaction_state-{int(tp)}")
+        if seen is not None and (ce is None or seen > ce):
+            ce = seen
     if status == "hanging" and ce_src == "all-coordinators-max" and ce is None:
         if coord_max_epoch is not None and coord_max_epoch >= 0:
             ce = coord_max_epoch
@@ -284,7 +295,7 @@ class Enricher:
         out: list[dict[str, Any]] = []
         for raw in raw_alerts:
             part = self.partitions.get(f"{raw['topic']}-{int(raw['partition'])}")
-            alert = finalize(raw, part, self.coord_max_epoch, self.cfg)
+            alert = finalize(raw, part, self.coord_max_epoch, self.cfg, coord_epochs=self.coord_epochs)
             key = alert["key"]
             if alert["status"] == "resolved":
                 if key not in self.active:

@@ -49,6 +49,7 @@ OUT_FIELDS: tuple[tuple[str, str], ...] = (
     ("coordinator_state", "string"),
     ("coordinator_epoch", "int"),
     ("coordinator_epoch_source", "string"),
+    ("txn_partition", "int"),  # the __transaction_state partition of the producer's coordinator record
     ("resolution", "string"),
     ("clock_skew", "bool"),
     ("from_snapshot", "bool"),
@@ -230,6 +231,7 @@ class ProducerState:
             self.coord = {
                 "tid": tid, "forgotten": "tombstone" if ev.get("tombstone") else f"superseded by producer id {pid}",
                 "partition_epoch": max(prev_epoch, ple if ple is not None else -1),
+                "txn_partition": _i(ev.get("partition")),
             }
             return
         state = ev.get("txn_state")
@@ -247,6 +249,7 @@ class ProducerState:
             "partitions": list(ev["txn_partitions"]) if ev.get("txn_partitions") is not None else None,
             "timeout_ms": _i(ev.get("txn_timeout_ms")), "start_ts": start,
             "partition_epoch": max(prev_epoch, ple if ple is not None else -1),
+            "txn_partition": _i(ev.get("partition")),
         }
 
     # --- verdicts -----------------------------------------------------------------------------
@@ -345,6 +348,7 @@ class ProducerState:
             threshold_ms=verdict.threshold_ms, records=o["records"], bytes=o["bytes"], batches=o["batches"],
             transactional_id=c.get("tid"), coordinator_state=None if c.get("forgotten") else c.get("state"),
             coordinator_epoch=verdict.coordinator_epoch, coordinator_epoch_source=verdict.coordinator_epoch_source,
+            txn_partition=c.get("txn_partition"),
             resolution=resolution, clock_skew=verdict.clock_skew, from_snapshot=o.get("from_snapshot", False),
             source=o.get("source"), source_position=o.get("position"),
         )

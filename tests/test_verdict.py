@@ -181,3 +181,17 @@ def test_commands_are_shell_safe():
     assert argv[argv.index("--topic") + 1] == "we'ird $(rm -rf) topic"
     assert shlex.split(legacy)[-6:] == ["--producer-id", "1", "--producer-epoch", "2", "--coordinator-epoch", "0"]
     assert shell_quote("a") == "'a'"
+
+
+def test_coordinator_partition_epoch_is_the_partitions_highest_at_enrichment():
+    raw = dict(key="c/orders/0/42/100", status="hanging", cause="coordinator-finished-without-partition",
+               verified=True, cluster="c", topic="orders", partition=0, producer_id=42, producer_epoch=3,
+               first_offset=100, coordinator_epoch=5, coordinator_epoch_source="coordinator-partition",
+               txn_partition=12)
+    # another transactional id's record showed the coordinator moved to leader epoch 8 since
+    a = finalize(raw, None, 9, AlertConfig(), coord_epochs={"__transaction_state-12": 8, "__transaction_state-3": 9})
+    assert (a["coordinator_epoch"], a["coordinator_epoch_source"]) == (8, "coordinator-partition")
+    assert a["abort_command_legacy"].endswith("--coordinator-epoch 8")
+    # never lower than what the producer's own records showed
+    b = finalize(raw, None, 9, AlertConfig(), coord_epochs={"__transaction_state-12": 4})
+    assert b["coordinator_epoch"] == 5
