@@ -12,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "tests" / "fixtures" / "samples"
 sys.path.insert(0, str(ROOT))
+# Spark's Python workers must import this checkout's code too (not whatever an editable install
+# points at): they inherit the driver's environment.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
 
 # kafka-python's background threads (clients of brokers a test already stopped) may log after
