@@ -78,21 +78,13 @@ def spark_session(app: str = "txnwatch", master: str | None = None, conf: dict[s
 
 
 def register_sources(spark) -> None:
+    from streaming.sources.dumps import DumpsDataSource
+    from streaming.sources.kafka import KafkaDataSource
     from streaming.sources.segments import SegmentsDataSource
 
     spark.dataSource.register(SegmentsDataSource)
-    try:
-        from streaming.sources.dumps import DumpsDataSource
-
-        spark.dataSource.register(DumpsDataSource)
-    except ImportError:  # pragma: no cover - optional until the dumps source exists
-        pass
-    try:
-        from streaming.sources.kafka import KafkaDataSource
-
-        spark.dataSource.register(KafkaDataSource)
-    except ImportError:  # pragma: no cover
-        pass
+    spark.dataSource.register(DumpsDataSource)
+    spark.dataSource.register(KafkaDataSource)
 
 
 def _ms(ts: Any) -> int | None:
@@ -220,17 +212,3 @@ def stop_gracefully(query, timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
     query.stop()
 
-
-def run_available_now(spark, source_format: str, options: dict[str, str], cfg: EngineConfig,
-                      alert_cfg: AlertConfig, checkpoint: str) -> tuple[list[dict[str, Any]], Enricher]:
-    """Run the streaming job once over everything available (``scan``); returns every alert
-    published, in order, and the enricher (final active findings)."""
-    collected: list[dict[str, Any]] = []
-    sinks = SinkSet(sinks=[collected.extend])
-    q = start_query(spark, source_format, options, cfg, alert_cfg, sinks, checkpoint,
-                    trigger={"availableNow": True})
-    q.awaitTermination()
-    if q.exception() is not None:  # pragma: no cover - surfaced to the CLI
-        raise RuntimeError(str(q.exception()))
-    enricher = Enricher(alert_cfg, os.path.join(checkpoint, "txnwatch-sink.json"))
-    return collected, enricher
