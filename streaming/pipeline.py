@@ -164,7 +164,11 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
     def write(batch_df, batch_id: int) -> None:
         t0 = time.monotonic()
         if batch_id <= enricher.last_batch_id:
-            log.info("micro-batch %s already published; skipping replay", batch_id)
+            # Published before a stop that came ahead of Spark's commit: publish nothing again,
+            # but still run the batch to the end, or the state store never commits this batch's
+            # version and Spark 4 fails the query (STATE_STORE_COMMIT_VALIDATION_FAILED).
+            log.info("micro-batch %s already published; replaying it without publishing", batch_id)
+            batch_df.write.format("noop").mode("overwrite").save()
             return
         rows = [r.asDict() for r in batch_df.collect()]
         progress = [r for r in rows if r["out_kind"] == "progress"]
