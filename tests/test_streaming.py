@@ -154,3 +154,23 @@ def test_scan_and_streaming_give_identical_alerts(spark, tmp_path):
             active[a["key"]] = a
     assert sorted(active.values(), key=lambda a: a["key"]) == sorted(findings, key=lambda a: a["key"])
     assert findings
+
+
+def test_batch_published_before_its_commit_is_replayed_without_publishing(spark, tmp_path):
+    # A stop between publishing a micro-batch and Spark's commit: on restart Spark runs that batch
+    # again. It must run to the end (its state store version must commit) and publish nothing.
+    _restart_scenario(tmp_path / "p")
+    published, batches = run_once(spark, tmp_path / "p", tmp_path / "ck")
+    assert published
+    last = batches[-1][0]
+    for name in (str(last), f".{last}.crc"):  # as if stopped right after publishing it
+        (tmp_path / "ck" / "commits" / name).unlink(missing_ok=True)
+    out = []
+    q = start_query(spark, "segments", {"path": str(tmp_path / "p"), "cluster": "t"}, EngineConfig(cluster="t"),
+                    AlertConfig("k:9092"), SinkSet(sinks=[out.extend]), str(tmp_path / "ck"),
+                    trigger={"availableNow": True})
+    q.awaitTermination()
+    assert q.exception() is None
+    assert [p["batchId"] for p in q.recentProgress][:1] == [last]
+    assert (tmp_path / "ck" / "commits" / str(last)).exists()
+    assert out == []
