@@ -89,11 +89,11 @@ def test_empty_fetch_below_planned_end_is_retried_until_the_high_watermark_catch
         assert end["parts"]["orders\t0"][0] == ORDERS_HW
         # leadership moved during a rolling restart: the new leader's high watermark is 5 for
         # its next two fetches, then it learns the old one from its followers
+        baseline = read_offsets(read_orders(r, init, end))
         broker.lag_high_watermark("orders", 0, 5, fetches=2)
         ev = read_orders(r, init, end)
     assert (ev["kind"] == "gap").sum() == 0
-    assert read_offsets(ev) >= {0, 1, 2, 4, 7, 9, 10, 11, 12}
-    assert ev[ev["kind"].isin(["data", "marker"])]["last_offset"].max() == ORDERS_HW - 1
+    assert read_offsets(ev) == baseline and max(baseline) == ORDERS_HW - 1
 
 
 def test_high_watermark_stuck_below_planned_end_is_a_gap_for_exactly_the_unread_range(root):

@@ -6,7 +6,11 @@ Options: ``bootstrap_servers`` (required), ``topics`` (JSON list) and/or ``topic
 such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
 JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
 coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
-``cluster``, ``client_id``, ``request_timeout_ms``, ``retries``, and the kafka-python security
+``cluster``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
+``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
+with a metadata refresh and doubling backoff, before the unread range becomes a gap),
+``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
+deleted), and the kafka-python security
 settings ``security_protocol``, ``sasl_mechanism``, ``sasl_plain_username``,
 ``sasl_plain_password``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``.
 
@@ -82,6 +86,9 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "client_id": options.get("client_id", "txnwatch"),
         "request_timeout_ms": int(options.get("request_timeout_ms", "30000")),
         "retries": int(options.get("retries", "8")),
+        "retry_backoff_ms": int(options.get("retry_backoff_ms", "200")),
+        "empty_fetch_retries": int(options.get("empty_fetch_retries", "4")),
+        "deletion_confirmations": int(options.get("deletion_confirmations", "3")),
         "security": {k: options[k] for k in _SECURITY if options.get(k)},
     }
 
@@ -93,13 +100,14 @@ _WIRES_LOCK = threading.Lock()
 def _wire(opts: dict[str, Any]) -> KafkaWire:
     """One client per configuration per process (driver, or executor Python worker)."""
     key = (opts["bootstrap"], opts["client_id"], opts["request_timeout_ms"], opts["retries"],
-           tuple(sorted(opts["security"].items())))
+           opts["retry_backoff_ms"], opts["deletion_confirmations"], tuple(sorted(opts["security"].items())))
     with _WIRES_LOCK:
         w = _WIRES.get(key)
         if w is None:
             w = _WIRES[key] = KafkaWire(opts["bootstrap"], client_id=opts["client_id"],
                                         request_timeout_ms=opts["request_timeout_ms"], retries=opts["retries"],
-                                        **opts["security"])
+                                        retry_backoff_ms=opts["retry_backoff_ms"],
+                                        deletion_confirmations=opts["deletion_confirmations"], **opts["security"])
         return w
 
 
@@ -222,13 +230,25 @@ _TXN_MEMO: dict[tuple, tuple[int, dict[str, Any]]] = {}
 
 
 def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
-                 common: dict[str, Any]) -> tuple[list[BatchScan], list[dict[str, Any]], Any, list[bytes]]:
-    """Fetch [start, end) as raw bytes. Returns (scans, gap rows, last fetch result, raw chunks)."""
+                 common: dict[str, Any], reset: dict[str, Any] | None = None,
+                 ) -> tuple[list[BatchScan], list[dict[str, Any]], Any, list[bytes]]:
+    """Fetch [start, end) as raw bytes. Returns (scans, gap rows, last fetch result, raw chunks).
+
+    Every offset of the range is either read or named by a gap row, never skipped silently.
+    ``reset`` (from planning, see :func:`_plan_reset`) is a gap to report before reading.
+    An answer with no records below ``end`` (a new leader whose high watermark still lags the
+    one the plan was made from) is retried ``empty_fetch_retries`` times with a metadata refresh
+    and doubling backoff; if the high watermark stays low, the unread rest becomes one gap.
+    """
     scans: list[BatchScan] = []
     raws: list[bytes] = []
     gaps: list[dict[str, Any]] = []
+    if reset is not None:
+        gaps.append(gap_event(reset["reason"], topic=topic, partition=partition, first_offset=reset["first"],
+                              last_offset=reset["last"], **common))
     last = None
     offset = start
+    empty_answers = 0
     while offset < end:
         res = w.fetch(topic, partition, offset, opts["fetch_max_bytes"])
         last = res
@@ -249,7 +269,17 @@ def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int,
             continue
         data = res.records or b""
         if not data:
+            if empty_answers < opts["empty_fetch_retries"]:
+                empty_answers += 1
+                _wait_for_high_watermark(w, opts, topic, empty_answers)
+                continue
+            gaps.append(gap_event(
+                f"no records at offset {offset} after {empty_answers + 1} fetches: the leader's high watermark "
+                f"{res.high_watermark} is below the planned end {end} (new leader not caught up?); offsets "
+                f"{offset}..{end - 1} not read", topic=topic, partition=partition, first_offset=offset,
+                last_offset=end - 1, **common))
             break
+        empty_answers = 0
         scan = scan_batches(data, validate_crc=opts["validate_crc"], source=f"{topic}-{partition}",
                             allow_partial_tail=True)
         cols = scan.columns
@@ -270,11 +300,19 @@ def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int,
                                   partition=partition, first_offset=offset, last_offset=end - 1, **common))
             break
         if not n_keep:
-            if len(cols["last_offset"]) and int(cols["last_offset"].max()) >= end:
-                break
-            if not len(cols["last_offset"]):
-                break  # only a partial batch came back: larger than fetch_max_bytes allows
+            if len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end:
+                break  # the next batch starts at or past the planned end: nothing in between
+            gaps.append(gap_event(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
+                                  f"{offset}..{end - 1} not read", topic=topic, partition=partition,
+                                  first_offset=offset, last_offset=end - 1, **common))
+            break
     return scans, gaps, last, raws
+
+
+def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, attempt: int) -> None:
+    """Back off (doubling, at most 5 s), then refresh metadata: leadership may have moved again."""
+    time.sleep(min(opts["retry_backoff_ms"] * 2 ** (attempt - 1), 5000) / 1000)
+    w.refresh_metadata([topic])
 
 
 def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
