@@ -713,7 +713,7 @@ class FakeKafkaBroker:
         self._next_producer_id = first_producer_id
         self._txns: dict[str, _TxnState] = {}
         self._delete_counter = 0
-        self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, fetches left (-1: all)]
+        self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
         self._fetch_throttles: collections.deque[int] = collections.deque()  # throttle_time_ms per Fetch
         self._stale_topics: dict[str, int] = {}  # topic -> Metadata answers still missing it
         self._metadata_errors: collections.deque[int] = collections.deque()  # top-level codes (v13+)
@@ -904,9 +904,9 @@ class FakeKafkaBroker:
             plog.segments.clear()
             self._leader_epochs[(topic, partition)] += 1
 
-    def lag_high_watermark(self, topic: str, partition: int, high_watermark: int, fetches: int = -1) -> None:
-        """The leader's high watermark trails its log end for the next ``fetches`` Fetch requests
-        of the partition (-1: until :meth:`clear_faults`).
+    def lag_high_watermark(self, topic: str, partition: int, high_watermark: int, requests: int = -1) -> None:
+        """The leader's high watermark trails its log end for the next ``requests`` Fetch or
+        ListOffsets answers for the partition (-1: until :meth:`clear_faults`).
 
         Real case: a new leader during a rolling restart learns the high watermark from its
         followers' fetches, so for a moment it is below the old leader's. Kafka's
@@ -916,7 +916,7 @@ class FakeKafkaBroker:
         ListOffsets LATEST reports the lagging value too.
         """
         with self._lock:
-            self._hw_lag[(topic, partition)] = [high_watermark, fetches]
+            self._hw_lag[(topic, partition)] = [high_watermark, requests]
 
     def throttle_fetch(self, count: int = 1, throttle_time_ms: int = 100) -> None:
         """The next ``count`` Fetch requests are answered as by a broker over its quota.
@@ -968,7 +968,7 @@ class FakeKafkaBroker:
                 self._node(node_id)
                 self._preferred_replica[(topic, partition)] = node_id
 
-    def _state(self, plog: _PartitionLog, topic: str, partition: int, *, fetch: bool = False) -> tuple[
+    def _state(self, plog: _PartitionLog, topic: str, partition: int, *, answer: bool = False) -> tuple[
             PartitionState, list[_Segment]]:
         """Partition state as the leader reports it, with a lagging high watermark applied."""
         st, segs = plog.state(self._leader(topic, partition), self._leader_epochs[(topic, partition)])
@@ -977,7 +977,7 @@ class FakeKafkaBroker:
             hw = min(lag[0], st.high_watermark)
             st.high_watermark = hw
             st.last_stable_offset = min(st.last_stable_offset, hw)
-            if fetch and lag[1] > 0:
+            if answer and lag[1] > 0:
                 lag[1] -= 1
                 if lag[1] == 0:
                     del self._hw_lag[(topic, partition)]
@@ -1197,7 +1197,7 @@ class FakeKafkaBroker:
                 code, plog = self._partition_check(node, t.name, p.partition_index, "list_offsets", cle)
                 offset, ts = -1, -1
                 if code == NONE:
-                    st, segs = self._state(plog, t.name, p.partition_index)
+                    st, segs = self._state(plog, t.name, p.partition_index, answer=True)
                     offset, ts = self._lookup_offset(st, segs, p.timestamp, isolation)
                 parts_out.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=code, old_style_offsets=[], timestamp=ts,
@@ -1246,7 +1246,7 @@ class FakeKafkaBroker:
                 aborted = None
                 preferred = -1
                 if code == NONE:
-                    st, segs = self._state(plog, name, p.partition, fetch=True)
+                    st, segs = self._state(plog, name, p.partition, answer=True)
                     redirect = self._preferred_replica.get((name, p.partition), -1)
                     # LocalLog.read: OFFSET_OUT_OF_RANGE only past the log end; at or above the high
                     # watermark (a lagging one included) the answer is empty with no error.

@@ -90,7 +90,7 @@ def test_empty_fetch_below_planned_end_is_retried_until_the_high_watermark_catch
         # leadership moved during a rolling restart: the new leader's high watermark is 5 for
         # its next two fetches, then it learns the old one from its followers
         baseline = read_offsets(read_orders(r, init, end))
-        broker.lag_high_watermark("orders", 0, 5, fetches=2)
+        broker.lag_high_watermark("orders", 0, 5, requests=2)
         ev = read_orders(r, init, end)
     assert (ev["kind"] == "gap").sum() == 0
     assert read_offsets(ev) == baseline and max(baseline) == ORDERS_HW - 1
@@ -139,7 +139,7 @@ def test_recreated_topic_is_detected_by_topic_id_and_read_from_its_log_start(roo
     assert end2["parts"]["orders\t0"] == [20, True]
 
 
-def test_unclean_truncation_is_a_gap_and_reading_resumes_at_the_new_high_watermark(root):
+def test_unclean_truncation_is_a_gap_and_reading_resumes_at_the_new_lso(root):
     with FakeKafkaBroker(root) as broker:
         r = orders_reader(broker)
         init = r.initialOffset()
@@ -156,6 +156,19 @@ def test_unclean_truncation_is_a_gap_and_reading_resumes_at_the_new_high_waterma
     assert (g["first_offset"], g["last_offset"]) == (9, 12) and "truncated" in g["reason"]
     assert read_offsets(ev) == {9, 10}
     assert end2["parts"]["orders\t0"][0] == 11
+
+
+def test_a_new_leaders_lagging_high_watermark_at_planning_is_not_a_truncation(root):
+    with FakeKafkaBroker(root) as broker:
+        r = orders_reader(broker)
+        init = r.initialOffset()
+        end = r.latestOffset(init, None)
+        read_orders(r, init, end)
+        broker.lag_high_watermark("orders", 0, 5, requests=3)  # one round of ListOffsets sees 5
+        end2 = r.latestOffset(end, None)
+        assert end2["resets"] == {} and end2["parts"]["orders\t0"] == end["parts"]["orders\t0"]
+        ev = read_orders(r, end, end2)
+    assert (ev["kind"] == "gap").sum() == 0
 
 
 def test_high_watermark_backwards_without_topic_ids_rereads_from_the_log_start(root):
@@ -213,7 +226,7 @@ def test_null_records_are_empty_and_below_the_planned_end_still_retried(root, wi
         r = orders_reader(broker)
         init = r.initialOffset()
         end = r.latestOffset(init, None)
-        broker.lag_high_watermark("orders", 0, 7, fetches=2)
+        broker.lag_high_watermark("orders", 0, 7, requests=2)
         ev = read_orders(r, init, end)
     assert (ev["kind"] == "gap").sum() == 0 and max(read_offsets(ev)) == ORDERS_HW - 1
 

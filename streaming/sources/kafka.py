@@ -124,13 +124,55 @@ def close_wires() -> None:
 
 
 class KafkaPartition(InputPartition):
-    def __init__(self, topic: str, partition: int, start: int, end: int, clock: int, from_log_start: bool) -> None:
+    def __init__(self, topic: str, partition: int, start: int, end: int, clock: int, from_log_start: bool,
+                 reset: dict[str, Any] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.start = start
         self.end = end
         self.clock = clock
         self.from_log_start = from_log_start
+        self.reset = reset  # planned restart after the log went backwards (_plan_reset)
+
+
+def _plan_reset(topic: str, partition: int, nxt: int, old_id: str | None, off: Any) -> dict[str, Any] | None:
+    """Where to resume when the partition's log is no longer the one read up to ``nxt``.
+
+    * Topic id changed (Metadata v10+, Kafka 2.8+): the topic was deleted and created again under
+      the same name. Offsets from ``nxt`` of the old topic were never read; the new topic is
+      read from its log start.
+    * Same topic id and high watermark below ``nxt`` (the caller has re-checked that it stays
+      there): the log was truncated, as after an unclean leader election. Offsets ``hw..nxt-1``
+      as read before no longer exist, and the new leader may already have appended below ``hw``
+      (where it diverged is not known without OffsetsForLeaderEpoch). Reading resumes at the new
+      LSO (at most ``hw``): every transaction still open in the new log starts there or later,
+      the same argument that makes the LSO a safe default start.
+    * High watermark below ``nxt`` and no topic ids to compare (broker < 2.8, or offsets stored
+      before ids were kept): truncation and re-creation cannot be told apart, so the partition
+      is read again from its log start (events below ``hw`` may repeat rather than be lost).
+
+    Returns None when the log continues, else ``{"restart", "from_log_start", "first", "last",
+    "reason"}`` (``first``/``last`` = the offsets the gap row names).
+    """
+    new_id = off.topic_id
+    if old_id and new_id and old_id != new_id:
+        return {"restart": off.log_start, "from_log_start": True, "first": nxt, "last": None,
+                "reason": f"topic {topic} was deleted and recreated (topic id {old_id} -> {new_id}); offsets from "
+                          f"{nxt} of the old topic were not read; reading the new topic from its log start "
+                          f"{off.log_start}"}
+    hw = off.high_watermark
+    if hw >= nxt:
+        return None
+    if old_id and old_id == new_id:
+        restart = max(min(off.lso if off.lso >= 0 else hw, hw), off.log_start)
+        return {"restart": restart, "from_log_start": None, "first": restart, "last": nxt - 1,
+                "reason": f"{topic}-{partition} high watermark went back from {nxt} to {hw}: log truncated (unclean "
+                          f"leader election?); offsets {hw}..{nxt - 1} as read before are gone and {restart}..{hw - 1} "
+                          f"may differ; re-reading from the new LSO {restart}"}
+    return {"restart": off.log_start, "from_log_start": True, "first": hw, "last": nxt - 1,
+            "reason": f"{topic}-{partition} high watermark went back from {nxt} to {hw}, without topic ids to "
+                      f"compare (broker < 2.8): truncated or recreated; offsets {hw}..{nxt - 1} as read before "
+                      f"are gone; reading again from the log start {off.log_start} (events may repeat)"}
 
 
 def _tp_key(topic: str, partition: int) -> str:
@@ -181,8 +223,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         start = start or self.initialOffset()
         now = int(time.time() * 1000)
         tps = self._discover()
-        offs = _wire(self.opts).offsets(tps)
         parts = {k: list(v) for k, v in start["parts"].items()}
+        ids = dict(start.get("ids", {}))
+        offs = self._offsets_settled(tps, parts, ids)
+        resets: dict[str, dict[str, Any]] = {}
         lagging = False
         for t, p in tps:
             o = offs.get((t, p))
@@ -191,6 +235,14 @@ class KafkaStreamReader(DataSourceStreamReader):
             k = _tp_key(t, p)
             if k not in parts:  # a new partition (pattern match or partition added): all of it is new
                 parts[k] = [o.log_start, True]
+            else:
+                reset = _plan_reset(t, p, parts[k][0], ids.get(t), o)
+                if reset is not None:
+                    resets[k] = reset
+                    flag = parts[k][1] if reset["from_log_start"] is None else reset["from_log_start"]
+                    parts[k] = [reset["restart"], flag]
+            if o.topic_id:
+                ids[t] = o.topic_id
             nxt = parts[k][0]
             end = o.high_watermark
             if self.opts["max_offsets"] and t != TXN_TOPIC and end - nxt > self.opts["max_offsets"]:
@@ -198,18 +250,39 @@ class KafkaStreamReader(DataSourceStreamReader):
                 lagging = True
             parts[k] = [max(end, nxt), parts[k][1]]
         clock = start.get("clock", -1) if lagging else max(start.get("clock", -1), now)
-        return {"parts": parts, "clock": clock, "planned": now}
+        return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets}
+
+    def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list], ids: dict[str, str]) -> dict:
+        """Offsets of ``tps``; where a high watermark is below what was already read (and the
+        topic id does not already prove a new topic) it is asked again, with backoff, up to
+        ``empty_fetch_retries`` times: a new leader reports a lower high watermark until its
+        followers' fetches tell it the old one (seconds at most), a truncated log stays lower."""
+        w = _wire(self.opts)
+        offs = w.offsets(tps)
+        for attempt in range(1, self.opts["empty_fetch_retries"] + 1):
+            behind = [tp for tp, o in offs.items() if not o.deleted and _tp_key(*tp) in parts
+                      and o.high_watermark < parts[_tp_key(*tp)][0]
+                      and not (ids.get(tp[0]) and o.topic_id and ids[tp[0]] != o.topic_id)]
+            if not behind:
+                break
+            time.sleep(min(self.opts["retry_backoff_ms"] * 2 ** (attempt - 1), 5000) / 1000)
+            offs.update(w.offsets(behind))
+        return offs
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         out = []
         clock = max(end.get("clock", -1), 0)
+        resets = end.get("resets", {})
         for k, (e, from_start) in end["parts"].items():
             t, p = k.split("\t")
             s = start.get("parts", {}).get(k)
             s_off = s[0] if s else e
+            reset = resets.get(k)
+            if reset is not None:  # the log went backwards: resume where latestOffset decided
+                s_off = reset["restart"]
             # Every partition is read every micro-batch, even with nothing new, so that it emits
             # its progress row (high watermark, LSO, log start) for timers and enrichment.
-            out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start)))
+            out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset))
         return out
 
     def read(self, partition: KafkaPartition) -> Iterator[Any]:
@@ -341,7 +414,7 @@ def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
                             acc["known"][r["transactional_id"]] = r["producer_id"]
                 if len(sc):
                     acc["max_epoch"] = max(acc["max_epoch"], int(sc.columns["partition_leader_epoch"].max()))
-        scans, gaps, last, raws = _fetch_range(w, opts, t, p, part.start, part.end, common)
+        scans, gaps, last, raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
         for raw in raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
             recs = [r for r in recs if part.start <= r["offset"] < part.end]
@@ -351,7 +424,7 @@ def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
                 acc["max_epoch"] = max(acc["max_epoch"], int(sc.columns["partition_leader_epoch"].max()))
         _TXN_MEMO[memo_key] = (part.end, acc)
     else:
-        scans, gaps, last, _raws = _fetch_range(w, opts, t, p, part.start, part.end, common)
+        scans, gaps, last, _raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
         if scans:
             cols = {k: np.concatenate([s.columns[k] for s in scans]) for k in empty_columns()}
             cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
