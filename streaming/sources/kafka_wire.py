@@ -168,6 +168,8 @@ def error_name(code: int) -> str:
         return "NONE"
     if code == 6:  # kafka-python still uses the pre-2.6 name NOT_LEADER_FOR_PARTITION
         return "NOT_LEADER_OR_FOLLOWER"
+    if code == _REBOOTSTRAP_REQUIRED:
+        return "REBOOTSTRAP_REQUIRED"
     if code in Errors.kafka_errors:
         return Errors.kafka_errors[code].message
     return f"UNKNOWN_ERROR_{code}"
