@@ -559,6 +559,11 @@ class KafkaWire:
         """Cached leader node id (-1: no leader, None: unknown/not yet looked up)."""
         return self._leaders.get(topic, {}).get(partition)
 
+    def broker_count(self) -> int:
+        """Number of brokers in the cluster, from a fresh Metadata request (any broker version;
+        DescribeCluster needs 2.8+)."""
+        return len(self._run(self._metadata_async, [], None).brokers)
+
     def refresh_metadata(self, topics: Iterable[str] | None = None) -> None:
         """Refresh the cached partition leaders (all topics when ``topics`` is None)."""
         self._run(self._metadata_async, list(topics) if topics is not None else None, None)
