@@ -123,20 +123,25 @@ def test_throttled_fetch_is_retried_after_the_throttle_time(root, wires):
 
 # ------------------------------------------------------------------ 3. high watermark moving backwards
 def test_recreated_topic_is_detected_by_topic_id_and_read_from_its_log_start(root):
+    stage_segment(root, "orders", 1, ORDERS)
     with FakeKafkaBroker(root) as broker:
         r = orders_reader(broker)
         init = r.initialOffset()
         end = r.latestOffset(init, None)
         read_orders(r, init, end)
         broker.delete_topic("orders")
-        broker.create_topic("orders")
-        broker.append_batches("orders", 0, tx_batch(0, 20))  # new topic already past the old offset 13
+        broker.create_topic("orders", 2)
+        for p in (0, 1):  # the new topic is already past the old offset 13
+            broker.append_batches("orders", p, tx_batch(0, 20))
         end2 = r.latestOffset(end, None)
         ev = read_orders(r, end, end2)
-    gaps = ev[ev["kind"] == "gap"]
-    assert len(gaps) == 1 and "recreated" in gaps.iloc[0]["reason"]
-    assert read_offsets(ev) == set(range(20))  # the new topic from its log start, nothing skipped
-    assert end2["parts"]["orders\t0"] == [20, True]
+    for p in (0, 1):
+        mine = ev[ev["partition"] == p]
+        gaps = mine[mine["kind"] == "gap"]
+        assert len(gaps) == 1 and "recreated" in gaps.iloc[0]["reason"]
+        assert gaps.iloc[0]["first_offset"] == ORDERS_HW
+        assert read_offsets(mine) == set(range(20))  # the new topic from its log start, nothing skipped
+        assert end2["parts"][f"orders\t{p}"] == [20, True]
 
 
 def test_unclean_truncation_is_a_gap_and_reading_resumes_at_the_new_lso(root):

@@ -181,7 +181,13 @@ def _tp_key(topic: str, partition: int) -> str:
 
 class KafkaStreamReader(DataSourceStreamReader):
     """Offsets: ``{"parts": {"topic<TAB>partition": [next offset, read from log start]},
-    "clock": ms}``."""
+    "clock": ms, "ids": {topic: topic id}, "resets": {"topic<TAB>partition": restart}}``.
+
+    ``ids`` (Metadata v10+, absent for older brokers and older checkpoints) tell a recreated
+    topic from the same one; ``resets`` name the partitions whose log went backwards since the
+    previous plan (see :func:`_plan_reset`) and are read from the restart offset, not from the
+    previous end.
+    """
 
     def __init__(self, options: dict[str, str]) -> None:
         self.opts = _options(options)
@@ -224,8 +230,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         now = int(time.time() * 1000)
         tps = self._discover()
         parts = {k: list(v) for k, v in start["parts"].items()}
-        ids = dict(start.get("ids", {}))
-        offs = self._offsets_settled(tps, parts, ids)
+        known_ids = start.get("ids", {})  # topic ids as of the previous plan (Metadata v10+)
+        ids = dict(known_ids)
+        offs = self._offsets_settled(tps, parts, known_ids)
         resets: dict[str, dict[str, Any]] = {}
         lagging = False
         for t, p in tps:
@@ -236,7 +243,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             if k not in parts:  # a new partition (pattern match or partition added): all of it is new
                 parts[k] = [o.log_start, True]
             else:
-                reset = _plan_reset(t, p, parts[k][0], ids.get(t), o)
+                reset = _plan_reset(t, p, parts[k][0], known_ids.get(t), o)
                 if reset is not None:
                     resets[k] = reset
                     flag = parts[k][1] if reset["from_log_start"] is None else reset["from_log_start"]
