@@ -25,7 +25,8 @@ What is modelled (and how faithfully)
 * **ListOffsets** v1-11: EARLIEST (-2) = log start offset, LATEST (-1) = high watermark for
   READ_UNCOMMITTED and last stable offset (LSO) for READ_COMMITTED, MAX_TIMESTAMP (-3) and
   timestamps at batch granularity.
-* **Fetch** v4-17 (v13+ address topics by id), sessionless (``session_id`` 0): served from the segment holding the batch
+* **Fetch** v4-12 (by topic name; v13+ address topics by id and are not modelled: neither
+  KafkaWire nor kafka-python's consumer sends them), sessionless (``session_id`` 0): served from the segment holding the batch
   that contains the fetch offset (the response starts at that batch, which may begin *before*
   the fetch offset, and never spans two segments - as Kafka's ``LocalLog.read``). Partition max
   bytes are honoured as Kafka does: the slice is exactly ``partition_max_bytes`` long and may end
@@ -162,7 +163,6 @@ INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
-UNKNOWN_TOPIC_ID = 100
 
 ERROR_CODES = {
     "NONE": NONE,
@@ -1114,9 +1114,6 @@ class FakeKafkaBroker:
     def _topic_id(self, topic: str) -> uuid.UUID:
         return uuid.uuid5(_UUID_NS, f"{topic}/{self._topic_generation[topic]}")
 
-    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return next((t for t in self._scan() if self._topic_id(t) == topic_id), None)
-
     def _on_metadata(self, node, request, version):
         if version >= 13 and self._metadata_errors:
             # MetadataResponse.json v13+: top-level ErrorCode (KIP-1102), no topics with it
@@ -1225,6 +1222,8 @@ class FakeKafkaBroker:
         return -1, -1
 
     def _on_fetch(self, node, request, version):
+        if version >= 13:  # real tables advertise it (3.1+); answering by name would be wrong
+            raise NotImplementedError("fake broker: Fetch v13+ (topics by id, KIP-516) is not modelled")
         if self._fetch_throttles:
             # KafkaApis.handleFetchRequest over quota: getThrottledResponse, no partitions at all
             return FetchResponse(version=version, throttle_time_ms=self._fetch_throttles.popleft(), error_code=NONE,
@@ -1235,12 +1234,10 @@ class FakeKafkaBroker:
         topics_out = []
         for t in request.topics:
             parts_out = []
-            # Fetch v13+ names topics by id (KIP-516); an unknown id is UNKNOWN_TOPIC_ID
-            name = t.topic if version < 13 else self._topic_name(t.topic_id)
+            name = t.topic
             for p in t.partitions:
                 cle = p.current_leader_epoch if version >= 9 else -1
-                code, plog = (UNKNOWN_TOPIC_ID, None) if name is None else self._partition_check(
-                    node, name, p.partition, "fetch", cle, follower_ok=version >= 11)
+                code, plog = self._partition_check(node, name, p.partition, "fetch", cle, follower_ok=version >= 11)
                 hw = lso = log_start = -1
                 records = b""
                 aborted = None
@@ -1275,8 +1272,7 @@ class FakeKafkaBroker:
                     log_start_offset=log_start, aborted_transactions=aborted, preferred_read_replica=preferred,
                     # FetchResponse.json: Records is nullable in every version
                     records=None if self.null_records and not records else records))
-            topics_out.append(FetchResponse.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id,
-                                                                   partitions=parts_out))
+            topics_out.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts_out))
         return FetchResponse(version=version, throttle_time_ms=0, error_code=NONE, session_id=0,
                              responses=topics_out)
 

@@ -97,3 +97,24 @@ def test_metadata_v13_top_level_error_is_retried_then_named(root):
             with pytest.raises(KafkaWireError, match="TOPIC_AUTHORIZATION_FAILED") as err:
                 w.partitions(["orders"])
             assert not isinstance(err.value, KafkaUnavailable)
+
+
+@pytest.mark.parametrize("release", [(0, 11), NEWEST], ids=lambda v: ".".join(map(str, v)))
+def test_fake_agrees_with_kafka_pythons_consumer_on_real_tables(root, release):
+    """kafka-python's own consumer negotiates against the same tables and reads what the fake
+    serves (an independent client of the fake's version handling)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    with FakeKafkaBroker(root, broker_version=release) as broker:
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None,
+                                 enable_auto_commit=False, isolation_level="read_uncommitted",
+                                 consumer_timeout_ms=1500, request_timeout_ms=3000)
+        try:
+            consumer.assign([TopicPartition("orders", 0)])
+            consumer.seek_to_beginning()
+            offsets = [m.offset for m in consumer]
+        finally:
+            consumer.close()
+        versions = {q.version for q in broker.requests_for("fetch")}
+    assert offsets and max(offsets) == ORDERS_HW - 1
+    assert versions == {min(BROKER_API_VERSIONS[release][1][1], 12)}  # kafka-python fetches by name (<= v12)
