@@ -101,11 +101,16 @@ def overview_page(snapshot: dict[str, Any]) -> str:
     return env().get_template("overview.html").render(data=snapshot)
 
 
+def to_json(doc: dict[str, Any]) -> str:
+    """JSON with ``<`` escaped (``\\u003c``): no HTML can be sniffed out of an API answer."""
+    return json.dumps(doc, separators=(",", ":"), default=str).replace("<", "\\u003c")
+
+
 def overview_json(snapshot: dict[str, Any], *, with_html: bool = True) -> str:
     doc = dict(snapshot)
     if with_html:
         doc["html"] = overview_fragment(snapshot)
-    return json.dumps(doc, separators=(",", ":"), default=str)
+    return to_json(doc)
 
 
 def finding_fragment(doc: dict[str, Any]) -> str:
@@ -117,8 +122,7 @@ def finding_page(doc: dict[str, Any]) -> str:
 
 
 def finding_json(doc: dict[str, Any]) -> str:
-    out = dict(doc, html=finding_fragment(doc))
-    return json.dumps(out, separators=(",", ":"), default=str)
+    return to_json(dict(doc, html=finding_fragment(doc)))
 
 
 def not_found_page(what: str) -> str:

@@ -53,8 +53,8 @@ def encode_key(key: str) -> str:
 def decode_key(token: str) -> str | None:
     """Inverse of :func:`encode_key`; None for anything that is not one."""
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        return raw.decode("utf-8")
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+        return raw.decode("utf-8") or None
     except (binascii.Error, ValueError, UnicodeDecodeError):
         return None
 
