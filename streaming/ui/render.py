@@ -29,13 +29,11 @@ def fmt_duration(ms: Any) -> str:
     d, s = divmod(s, 86400)
     h, s = divmod(s, 3600)
     m, s = divmod(s, 60)
-    parts = [f"{d}d"] if d else []
-    if d or h:
-        parts.append(f"{h}h")
-    parts.append(f"{m}m")
-    if not d:
-        parts.append(f"{s}s")
-    return " ".join(parts)
+    if d:
+        return f"{d}d {h}h"
+    if h:
+        return f"{h}h {m}m"
+    return f"{m}m {s}s"
 
 
 def fmt_time(ms: Any) -> str:

@@ -69,6 +69,12 @@ def _int(v: Any) -> int | None:
     return None if f != f else int(f)
 
 
+def _tp_order(name: str) -> tuple[str, int]:
+    """"topic-partition" sorted by topic, then partition as a number."""
+    topic, _, part = name.rpartition("-")
+    return (topic, int(part)) if topic and part.isdigit() else (name, -1)
+
+
 def group_of(alert: dict[str, Any]) -> str:
     """Overview group: unverified findings first, whatever their status (fields.GROUPS)."""
     if alert.get("verified") is False:
@@ -339,7 +345,7 @@ class FindingStore:
             unavailable = sorted((public_view(r) for r in self.unavailable.values()), key=lambda r: str(r["key"]))
             stale, reason = self.staleness()
             positions = [{"partition": k, **{f: _int(v.get(f)) for f in ("log_start_offset", "lso", "high_watermark")}}
-                         for k, v in sorted(self.partitions.items())]
+                         for k, v in sorted(self.partitions.items(), key=lambda kv: _tp_order(kv[0]))]
             return {
                 "mode": self.mode,
                 "source": self.source,
