@@ -367,3 +367,48 @@ def test_settings():
     with pytest.raises(ConfigError, match="basic_user and ui.basic_password"):
         UISettings.from_config(cfg)
     assert "t0k" not in repr(s)
+
+
+def test_topic_feed_keeps_the_latest_record_per_key(tmp_path):
+    from streaming.sinks.kafka_topic import KafkaAlertSink
+    from streaming.sources.kafka import close_wires
+    from streaming.ui.feeds import TopicFeed
+    from tests.kafka_fake_broker import FakeKafkaBroker
+
+    (tmp_path / "logs").mkdir()
+    try:
+        with FakeKafkaBroker(tmp_path / "logs") as broker:
+            sink = KafkaAlertSink(broker.bootstrap_servers, "txnwatch-alerts", request_timeout_ms=5000)
+            sink([alert("late", at=T0 + 21 * MIN), alert("hanging", pid=8, first=30), alert("hanging")])
+            sink([alert("resolved", at=T0 + 70 * MIN)])
+            sink.close()
+            cfg = load(None, env={})
+            cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=5000)
+            store = FindingStore(mode="feed", wall=Clock())
+            feed = TopicFeed(cfg, store, poll_ms=200)
+            try:
+                import time
+
+                deadline = time.monotonic() + 30
+                while store.feed["records"] < 4 and time.monotonic() < deadline:
+                    feed.poll_once()
+                feed._check()
+            finally:
+                feed._close_consumer()
+        assert set(store.open) == {"prod/orders/0/8/30"} and set(store.resolved) == {"prod/orders/0/4002/9"}
+        assert [h["status"] for h in store.history["prod/orders/0/4002/9"]] == ["late", "hanging", "resolved"]
+        assert "txnwatch-alerts partition position/end 0: 4/4" == store.feed["position"]
+    finally:
+        close_wires()
+
+
+def test_port_in_use_is_a_config_error():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        cfg = load(None, env={})
+        cfg["ui"].update(enabled=True, port=s.getsockname()[1])
+        with pytest.raises(ConfigError, match="cannot listen on 127.0.0.1"):
+            serve_for_job(cfg, [], source="x")

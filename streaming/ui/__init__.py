@@ -23,11 +23,16 @@ def serve_for_job(cfg: dict[str, Any], on_batch: list, *, source: str):
     settings = UISettings.from_config(cfg)
     if not settings.enabled:
         return None
+    from streaming.config import ConfigError
     from streaming.ui.server import UIServer
     from streaming.ui.store import FindingStore
 
     store = FindingStore(mode="job", source=source, stale_after_s=settings.stale_after_s)
+    try:
+        server = UIServer(store, settings)
+    except OSError as exc:
+        raise ConfigError(f"ui.port/ui.bind: cannot listen on {settings.bind}:{settings.port}: "
+                          f"{exc.strerror or exc}") from None
     on_batch.append(store.observe_batch)
-    server = UIServer(store, settings)
     log.warning("status page on %s", server.url)
     return server

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from streaming.metrics import _num
 from streaming.ui.fields import (
     CAUSE_TEXT,
     GROUPS,
@@ -60,13 +61,9 @@ def decode_key(token: str) -> str | None:
 
 
 def _int(v: Any) -> int | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if f != f else int(f)
+    """A number of a record as int; None for null, NaN, booleans and non-numbers."""
+    f = _num(v)
+    return None if f is None else int(f)
 
 
 def _tp_order(name: str) -> tuple[str, int]:
