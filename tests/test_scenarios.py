@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-from streaming.scenarios import (
+from streaming.simulate.scenarios import (
     DEFAULT_MAX_TIMEOUT_MS,
     DEFAULT_PADDING_MS,
     POSITIVE_SCENARIOS,
@@ -29,7 +29,7 @@ from streaming.scenarios import (
     write_scenario,
 )
 from udfs.crc import crc32c
-from udfs.encode import ABORT, COMMIT
+from streaming.simulate.encode import ABORT, COMMIT
 
 SYNTH = Path(__file__).parent / "fixtures" / "samples" / "synthetic"
 SMALL = {"random-mix": {"target_bytes": 3 << 20, "segment_bytes": 256 << 10}}

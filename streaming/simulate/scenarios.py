@@ -1,7 +1,7 @@
 """Scenario writer: broker-shaped Kafka log directories for tests, the demo and benchmarks.
 
 :class:`ClusterLog` simulates what a Kafka cluster would leave on disk for a sequence of client
-and coordinator actions, byte for byte (encoders in :mod:`udfs.encode`):
+and coordinator actions, byte for byte (encoders in :mod:`streaming.simulate.encode`):
 
 * data partitions ``<root>/<topic>-<partition>/<20-digit base offset>.log``, rolled after
   ``segment_bytes`` (file name = base offset of its first batch; after :meth:`ClusterLog.compact`
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udfs.encode import (
+from streaming.simulate.encode import (
     ABORT,
     COMMIT,
     encode_batch,
