@@ -16,7 +16,6 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
-from udfs.crc import crc32c as crc32c_impl
 from streaming.simulate.encode import (
     ABORT,
     COMMIT,
@@ -39,6 +38,7 @@ from streaming.simulate.encode import (
     java_string_hash,
     txn_state_partition,
 )
+from udfs.crc import crc32c as crc32c_impl
 
 SAMPLES = Path(__file__).parent / "fixtures" / "samples"
 REAL = SAMPLES / "real"
