@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from streaming.simulate.encode import COMMIT
 from udfs.model import CONTROL_EMPTY, CONTROL_NONE
+from udfs.pairing import Step, pair
 
 TXN_STATE_TOPIC = "__transaction_state"
 EPOCH_MAX = 32767  # Short.MAX_VALUE
@@ -99,12 +100,26 @@ class ProducerStateEntry:
 
 
 def apply_batch(state: dict[int, ProducerStateEntry], b: BatchInfo) -> None:
-    """ProducerStateManager semantics for one appended batch (kafka-formats.md §3.4, §8.4.6)."""
+    """The broker's ProducerStateEntry update for one appended batch (``ProducerAppendInfo.append``,
+    kafka-formats.md §3.4, §8.4.6). Which batch opens, joins or closes a transaction is the
+    product's rule (:func:`udfs.pairing.pair`); the epoch, sequence and timestamp bookkeeping that
+    the snapshot files need is the broker's."""
     if b.producer_id < 0 or b.legacy:
         return
-    if b.control_type == EMPTY_CONTROL:
-        return  # "the entire transaction has been cleaned from the log": nothing to do
     e = state.get(b.producer_id)
+    step = pair(
+        e is not None and e.txn_first_offset >= 0,
+        transactional=b.is_transactional,
+        control=b.is_control,
+        producer_id=b.producer_id,
+    )
+    if b.control_type == EMPTY_CONTROL:
+        # ProducerAppendInfo.append ignores an empty control batch entirely, udfs.pairing closes
+        # on it; here they agree: the cleaner empties a marker only once no batch of its
+        # transaction is left (see udfs.pairing), so nothing of this producer is open.
+        if e is not None and step is Step.CLOSE:
+            e.txn_first_offset = -1
+        return
     if e is None:
         e = state[b.producer_id] = ProducerStateEntry()
     if b.producer_epoch != e.epoch:
@@ -118,12 +133,12 @@ def apply_batch(state: dict[int, ProducerStateEntry], b: BatchInfo) -> None:
             )
             e.last_offset = b.last_offset
             e.offset_delta = b.last_offset - b.base_offset
-        e.timestamp = b.max_timestamp
-        if b.is_transactional and e.txn_first_offset < 0:
-            e.txn_first_offset = b.base_offset
     else:
         e.coordinator_epoch = b.coordinator_epoch
-        e.timestamp = b.max_timestamp
+    e.timestamp = b.max_timestamp
+    if step is Step.OPEN:
+        e.txn_first_offset = b.base_offset
+    elif step is Step.CLOSE:
         e.txn_first_offset = -1
 
 
