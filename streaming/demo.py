@@ -21,7 +21,7 @@ from typing import Any
 from streaming.alerts import AlertConfig
 from streaming.config import engine_config, load
 from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
-from streaming.scenarios import ClusterLog
+from streaming.simulate.cluster_log import ClusterLog
 from streaming.sinks.console import ConsoleSink
 from streaming.sinks.jsonl import JsonlSink, read_jsonl
 

@@ -41,13 +41,16 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from streaming.events import spark_schema, to_arrow, to_frame
-from streaming.normalize import (
-    data_events,
-    gap_event,
-    progress_event,
-    route_coordinator_records,
-    txn_state_events,
+from streaming.events import spark_schema, to_arrow
+from streaming.normalize import gap_event
+from streaming.partition_read import (
+    BatchPiece,
+    CoordinatorReplay,
+    Offsets,
+    ReadContext,
+    TxnPiece,
+    data_partition_events,
+    txn_partition_events,
 )
 from streaming.sources.kafka_wire import KafkaWire
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
@@ -306,7 +309,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
 # Per-process memo for coordinator partitions: transactional id → producer id and the highest
 # leader epoch, up to an offset, so tombstones reach the producer id they concern.
-_TXN_MEMO: dict[tuple, tuple[int, dict[str, Any]]] = {}
+_TXN_MEMO: dict[tuple, tuple[int, CoordinatorReplay]] = {}
 
 
 def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
@@ -399,60 +402,57 @@ def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
     """Executor side: events of one planned read of one partition, ending with its progress row."""
     w = _wire(opts)
     common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
-    frames: list[pd.DataFrame] = []
     t, p = part.topic, part.partition
+    ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start)
     if t == TXN_TOPIC:
         memo_key = (opts["bootstrap"], p)
         memo = _TXN_MEMO.get(memo_key)
-        acc = {"known": {}, "max_epoch": -1}
+        acc = CoordinatorReplay()
         if memo is not None and memo[0] == part.start:
-            acc = {"known": dict(memo[1]["known"]), "max_epoch": memo[1]["max_epoch"]}
+            acc = memo[1].copy()
         elif part.start > 0:
             # Rebuild the id → producer map from the coordinator log's start (it is compacted).
             offs = w.offsets([(t, p)])[(t, p)]
-            scans, _g, _l, raws = _fetch_range(w, opts, t, p, offs.log_start, part.start, common)
+            _scans, _g, _l, raws = _fetch_range(w, opts, t, p, offs.log_start, part.start, common)
             for raw in raws:
                 recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
-                for r in recs:
-                    if r["offset"] < part.start:
-                        if r["tombstone"]:
-                            acc["known"].pop(r["transactional_id"], None)
-                        else:
-                            acc["known"][r["transactional_id"]] = r["producer_id"]
-                if len(sc):
-                    acc["max_epoch"] = max(acc["max_epoch"], int(sc.columns["partition_leader_epoch"].max()))
-        scans, gaps, last, raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
+                acc.fold([r for r in recs if r["offset"] < part.start], _leader_epoch(sc))
+        _scans, gaps, last, raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
+        pieces = []
         for raw in raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
             recs = [r for r in recs if part.start <= r["offset"] < part.end]
-            ev = txn_state_events(recs, partition=p, source_position=f"{t}-{p}", **common)
-            frames.append(route_coordinator_records(ev, acc["known"]))
-            if len(sc):
-                acc["max_epoch"] = max(acc["max_epoch"], int(sc.columns["partition_leader_epoch"].max()))
+            pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
+        out = txn_partition_events(ctx, pieces, acc, gaps=gaps, broker=_broker_offsets(w, t, p, last),
+                                   progress_position=f"{t}-{p}@offset {part.end}")
         _TXN_MEMO[memo_key] = (part.end, acc)
-    else:
-        scans, gaps, last, _raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
-        if scans:
-            cols = {k: np.concatenate([s.columns[k] for s in scans]) for k in empty_columns()}
-            cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
-            frames.append(data_events(cols, topic=t, partition=p, source_position=f"{t}-{p}",
-                                      position_format="{prefix}@offset {pos}", **common))
+        return out
+    scans, gaps, last, _raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
+    pieces = []
+    if scans:
+        cols = {k: np.concatenate([s.columns[k] for s in scans]) for k in empty_columns()}
+        cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
+        pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
+    return data_partition_events(ctx, pieces, gaps=gaps, broker=_broker_offsets(w, t, p, last),
+                                 progress_position=f"{t}-{p}@offset {part.end}")
+
+
+def _leader_epoch(scan: BatchScan) -> int:
+    """Highest partitionLeaderEpoch (= coordinator epoch) of a fetched coordinator range, -1 if empty."""
+    return int(scan.columns["partition_leader_epoch"].max()) if len(scan) else -1
+
+
+def _broker_offsets(w: KafkaWire, topic: str, partition: int, last: Any) -> Offsets:
+    """The partition's offsets from the last Fetch response, else from ListOffsets."""
     hw = lso = log_start = None
     if last is not None and last.high_watermark is not None and last.high_watermark >= 0:
         hw, lso, log_start = last.high_watermark, last.last_stable_offset, last.log_start_offset
     else:
-        o = w.offsets([(t, p)]).get((t, p))
+        o = w.offsets([(topic, partition)]).get((topic, partition))
         if o is not None and not o.deleted:
             hw, lso, log_start = o.high_watermark, o.lso, o.log_start
-    prog = progress_event(topic=t, partition=p, high_watermark=hw, lso=lso if lso is not None and lso >= 0 else None,
-                          log_start_offset=log_start if log_start is not None and log_start >= 0 else None,
-                          source_position=f"{t}-{p}@offset {part.end}", **common)
-    if t == TXN_TOPIC:
-        prog["coordinator_epoch"] = acc["max_epoch"]
-    frames.append(to_frame(gaps + [prog]))
-    out = pd.concat([f for f in frames if len(f)], ignore_index=True)
-    out["from_log_start"] = part.from_log_start
-    return to_frame(out)
+    return Offsets(hw, lso if lso is not None and lso >= 0 else None,
+                   log_start if log_start is not None and log_start >= 0 else None)
 
 
 class KafkaDataSource(DataSource):
