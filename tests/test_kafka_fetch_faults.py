@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from streaming.simulate.encode import encode_batch
 from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
 from streaming.sources.kafka_wire import FetchStatus, KafkaWire
 from tests.kafka_fake_broker import FakeKafkaBroker, stage_segment
-from udfs.encode import encode_batch
 
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
 ORDERS = SAMPLES / "synthetic" / "scenario_orders-0_00000000000000000000.log"

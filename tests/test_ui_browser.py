@@ -19,7 +19,8 @@ import pytest
 
 from streaming.config import load
 from streaming.runner import run_job
-from streaming.scenarios import AGE_MS, ClusterLog
+from streaming.simulate.cluster_log import ClusterLog
+from streaming.simulate.scenarios import AGE_MS
 from streaming.sinks.jsonl import read_jsonl
 from streaming.ui.server import UIServer
 from streaming.ui.settings import UISettings
