@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python bench/decode.py [--mb 200] [--seed 1] [--reps 3] [--no-cache]``
 
-1. Writes a ``random-mix`` scenario log dir of about ``--mb`` MB (``streaming.scenarios``), or
+1. Writes a ``random-mix`` scenario log dir of about ``--mb`` MB (``streaming.simulate.scenarios``), or
    reuses ``bench/data/random-mix-seed<S>-<MB>mb`` when a complete one with the same parameters
    exists (``bench/data/`` is git-ignored).
 2. Reads every ``.log`` file into memory (not timed), then, in this one process and over the same
@@ -59,7 +59,7 @@ def _params(mb: int, seed: int) -> dict[str, object]:
 
 def prepare_dir(mb: int, seed: int, use_cache: bool) -> tuple[Path, bool, Path | None]:
     """Return (log dir, reused?, temp dir to delete afterwards or None)."""
-    from streaming.scenarios import write_scenario
+    from streaming.simulate.scenarios import write_scenario
 
     params = _params(mb, seed)
     if not use_cache:

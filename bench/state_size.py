@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python bench/state_size.py [--mb 20] [--seed 1] [--producers 40] [--store hdfs rocksdb]``
 
-1. Writes a ``random-mix`` scenario (``streaming.scenarios``; ``--producers`` transactional
+1. Writes a ``random-mix`` scenario (``streaming.simulate.scenarios``; ``--producers`` transactional
    producers plus ``producers // 8`` idempotent ones and the four fault producers) into a
    temporary directory (``--keep DIR`` keeps it there instead).
 2. Counts the distinct producer ids in the events (``route_pid >= 0``: the state keys) with the
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     from streaming.pipeline import spark_session
-    from streaming.scenarios import write_scenario
+    from streaming.simulate.scenarios import write_scenario
 
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="txnwatch-state-size-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Creates .venv (Python 3.11+) with txnwatch and its test extras, after checking for Java 17+.
-# Idempotent: re-running only reinstalls when pyproject.toml changed.
+# Creates .venv (Python 3.11+) with txnwatch and its test extras, after checking for Java 17+,
+# and installs headless Chromium + its WebDriver (Debian packages) for the status-page browser
+# tests when they are missing. Idempotent: re-running only reinstalls when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +28,25 @@ fi
 if [ -z "$PY" ]; then
   echo "txnwatch: Python 3.11 or newer is required and was not found (set PYTHON=/path/to/python3.11)." >&2
   exit 3
+fi
+
+# The status page's browser tests (tests/test_ui_browser.py) drive Debian's chromium with
+# chromium-driver through Selenium. TXNWATCH_SKIP_BROWSER=1 skips this step (the tests then skip).
+if [ "${TXNWATCH_SKIP_BROWSER:-0}" != "1" ] && ! { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }; then
+  echo "txnwatch: installing chromium and chromium-driver for the browser tests (apt-get)..." >&2
+  sudo_cmd=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo_cmd="sudo -n"; fi
+  fi
+  if ! command -v apt-get >/dev/null 2>&1 || \
+     ! { $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
+         $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+           chromium chromium-driver >/dev/null; }; then
+    echo "txnwatch: could not install chromium + chromium-driver (needs apt-get and root or passwordless sudo)." >&2
+    echo "          Install them yourself (Debian/Ubuntu: apt-get install chromium chromium-driver), or set" >&2
+    echo "          TXNWATCH_SKIP_BROWSER=1 to run without the browser tests (they are then skipped)." >&2
+    exit 3
+  fi
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -1,4 +1,4 @@
-"""``txnwatch`` command line: run, scan, demo, inspect (and validate when available)."""
+"""``txnwatch`` command line: run, scan, demo, inspect, ui (and validate when available)."""
 
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     ensure_java()
     return run_demo(workdir=args.workdir, duration_s=args.duration, master=args.master,
-                    metrics_port=args.metrics_port)
+                    metrics_port=args.metrics_port, ui_port=args.ui_port)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -197,6 +197,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load(args.config, overrides={"kafka.bootstrap_servers": args.bootstrap_server, "cluster": args.cluster,
                                        "streaming.checkpoint": args.checkpoint})
     return run_job(cfg, source=args.source, path=args.path, once=args.once)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    from streaming.ui.app import run_ui
+
+    cfg = load(args.config, overrides={"ui.port": args.port, "ui.bind": args.bind})
+    if args.alerts is None and not cfg["kafka"]["bootstrap_servers"]:
+        raise UsageError("give --alerts FILE, or --config with kafka.bootstrap_servers to read the alerts topic")
+    return run_ui(cfg, alerts_path=args.alerts)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -240,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--duration", type=int, default=120, help="stop after this many seconds at most")
     d.add_argument("--master", default="local[2]")
     d.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port (0 = off)")
+    d.add_argument("--ui-port", type=int, default=0, help="serve the status page on 127.0.0.1:PORT (0 = off)")
     d.set_defaults(func=cmd_demo)
 
     r = sub.add_parser("run", help="the always-on job")
@@ -251,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--checkpoint")
     r.add_argument("--once", action="store_true", help="process what is available, then stop")
     r.set_defaults(func=cmd_run)
+
+    u = sub.add_parser("ui", help="the status page for a job running elsewhere (alerts file or topic)")
+    u.add_argument("--alerts", help="follow this JSONL alerts file (sinks.jsonl_path of the job)")
+    u.add_argument("--config", help="[ui] settings; without --alerts, read the alerts topic (sinks.kafka_topic)")
+    u.add_argument("--port", type=int, help="default: ui.port (9465)")
+    u.add_argument("--bind", help="default: ui.bind (127.0.0.1)")
+    u.set_defaults(func=cmd_ui)
 
     v = sub.add_parser("validate", help="run the data-quality suites over inputs")
     v.add_argument("paths", nargs="+")

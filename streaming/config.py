@@ -31,6 +31,9 @@ DEFAULTS: dict[str, Any] = {
     "sinks": {"enabled": ["jsonl", "console"], "jsonl_path": "alerts.jsonl", "kafka_topic": "txnwatch-alerts",
               "kafka_create_topic": True},
     "metrics": {"port": 0},
+    # the status page (streaming/ui/settings.py reads these keys)
+    "ui": {"enabled": False, "port": 9465, "bind": "127.0.0.1", "basic_user": "", "basic_password": "",
+           "token": "", "stale_after_s": 0},
     "dumps": {"coordinator_view": False},
     "quality": {"enabled": False, "engine": "pandas", "sample_every": 0, "row_fraction": 1.0,
                 "quarantine_path": "quarantine.jsonl", "scan": True},

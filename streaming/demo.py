@@ -21,7 +21,7 @@ from typing import Any
 from streaming.alerts import AlertConfig
 from streaming.config import engine_config, load
 from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
-from streaming.scenarios import ClusterLog
+from streaming.simulate.cluster_log import ClusterLog
 from streaming.sinks.console import ConsoleSink
 from streaming.sinks.jsonl import JsonlSink, read_jsonl
 
@@ -110,7 +110,7 @@ class DemoCluster:
 
 
 def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "local[2]",
-             out=None, metrics_port: int = 0) -> int:
+             out=None, metrics_port: int = 0, ui_port: int = 0) -> int:
     """Run the demo; returns 0 when every expected finding fired, 1 otherwise."""
     out = out or sys.stdout
     work = workdir or tempfile.mkdtemp(prefix="txnwatch-demo-")
@@ -146,6 +146,13 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
         metrics = Metrics(metrics_port, cluster="demo", query_name="txnwatch-demo")
         sinks.on_batch.append(metrics.observe)
         out.write(f"metrics: http://127.0.0.1:{metrics.port}/metrics\n")
+    ui = None
+    if ui_port:
+        from streaming.ui import serve_for_job
+
+        cfg["ui"].update(enabled=True, port=ui_port)
+        ui = serve_for_job(cfg, sinks.on_batch, source="txnwatch demo")
+        out.write(f"status page: {ui.url}\n")
     spark = spark_session(master=master, conf={"spark.sql.shuffle.partitions": "2"})
     q = start_query(spark, "segments", {"path": logs, "cluster": "demo"},
                     engine_config(cfg, coordinator_available=True), AlertConfig("localhost:9092"), sinks, ck,
@@ -170,6 +177,8 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
         stop_gracefully(q)
         if metrics is not None:
             metrics.close()
+        if ui is not None:
+            ui.close()
     alerts = read_jsonl(alerts_path)
     hanging = [a for a in alerts if a["status"] == "hanging"]
     out.write(f"\n{len(alerts)} alert(s) written to {alerts_path} ({len(hanging)} hanging)\n")

@@ -1,7 +1,7 @@
 """Decoded input → event rows (the "normalize" step of DESIGN §2). No Spark import.
 
-Every source calls these functions, whatever it read (Fetch bytes, segment files, dump text), so
-the same Kafka facts always become the same events.
+Every source reaches these functions through :mod:`streaming.partition_read`, whatever it read
+(Fetch bytes, segment files, dump text), so the same Kafka facts always become the same events.
 """
 
 from __future__ import annotations

@@ -874,7 +874,7 @@ def _main(argv: list[str] | None = None) -> int:  # pragma: no cover - manual me
     m.add_argument("--master", default="local[2]")
     args = p.parse_args(argv)
     from streaming.pipeline import spark_session
-    from streaming.scenarios import write_scenario
+    from streaming.simulate.scenarios import write_scenario
 
     root = tempfile.mkdtemp(prefix="txnwatch-measure-logs-")
     params = {"target_bytes": int(args.mb * (1 << 20))} if args.scenario == "random-mix" else {}

@@ -118,6 +118,9 @@ def run_job(cfg: dict[str, Any], *, source: str, path: str | None, once: bool = 
         metrics = Metrics(cfg["metrics"]["port"], cluster=cfg["cluster"], query_name=name)
         sinks.on_batch.append(metrics.observe)
         log.warning("metrics on http://0.0.0.0:%d/metrics", metrics.port)
+    from streaming.ui import serve_for_job
+
+    ui = serve_for_job(cfg, sinks.on_batch, source=f"{name} ({fmt})")
     spark = spark_session(master=cfg["streaming"]["master"], conf=_spark_conf(cfg))
     ck = checkpoint_dir(cfg)
     trigger = {"availableNow": True} if once else {"processingTime": cfg["streaming"]["trigger_interval"]}
@@ -155,6 +158,8 @@ def run_job(cfg: dict[str, Any], *, source: str, path: str | None, once: bool = 
             close()
     if metrics is not None:
         metrics.close()
+    if ui is not None:
+        ui.close()
     if errors:
         log.error("query failed: %s", errors[0])
         return 1

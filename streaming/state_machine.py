@@ -4,11 +4,11 @@ Pure Python (no Spark): ``streaming.pipeline`` calls :func:`process_key` from
 ``applyInPandasWithState`` and ``tests/`` call it directly. State is kept as one JSON document per
 producer id (DESIGN §6), so it can evolve without a state-schema migration.
 
-Pairing follows the broker (detection.md §1): per partition, in offset order, a transactional
-data span opens a transaction if none is open and otherwise joins it whatever its epoch; any
-control batch of the producer id closes it. Events at offsets already applied on a partition are
-ignored, which makes overlapping inputs (a snapshot plus the segments it summarises, two dumps of
-one segment) harmless.
+Pairing is :mod:`udfs.pairing`'s rule (detection.md §1): per partition, in offset order, a
+transactional data span opens a transaction if none is open and otherwise joins it whatever its
+epoch; any control batch of the producer id closes it, an empty one too. Events at offsets
+already applied on a partition are ignored, which makes overlapping inputs (a snapshot plus the
+segments it summarises, two dumps of one segment) harmless.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.verdict import CoordinatorView, EpochEvidence, OpenTxn, Thresholds, judge, threshold_for
+from udfs.pairing import Step, marker_coordinator_epoch, pair
 
 SCHEMA_VERSION = 1
 
@@ -158,26 +159,27 @@ class ProducerState:
         p["next_offset"] = int(ev["last_offset"]) + 1
         if epoch is not None:
             p["max_epoch"] = max(p["max_epoch"], epoch)
-        if kind == "data":
-            o = p["open"]
-            if o is None:
-                lm = p["last_marker"]
-                p["open"] = {
-                    "first_offset": first, "last_offset": int(ev["last_offset"]),
-                    "first_ts": int(ev["first_ts"]), "last_ts": int(ev["last_ts"]),
-                    "batches": int(ev["batch_count"] or 0), "records": int(ev["record_count"] or 0),
-                    "bytes": int(ev["bytes"] or 0), "follows_marker": lm is not None and lm["offset"] < first,
-                    "alert": None, "source": ev.get("source"), "position": ev.get("source_position"),
-                    "from_snapshot": False,
-                }
-            else:
-                o["last_offset"] = max(o["last_offset"], int(ev["last_offset"]))
-                o["last_ts"] = max(o["last_ts"], int(ev["last_ts"]))
-                o["batches"] += int(ev["batch_count"] or 0)
-                o["records"] += int(ev["record_count"] or 0)
-                o["bytes"] += int(ev["bytes"] or 0)
+        step = pair(p["open"] is not None, transactional=kind in ("data", "marker"), control=kind == "marker")
+        if step is Step.OPEN:
+            lm = p["last_marker"]
+            p["open"] = {
+                "first_offset": first, "last_offset": int(ev["last_offset"]),
+                "first_ts": int(ev["first_ts"]), "last_ts": int(ev["last_ts"]),
+                "batches": int(ev["batch_count"] or 0), "records": int(ev["record_count"] or 0),
+                "bytes": int(ev["bytes"] or 0), "follows_marker": lm is not None and lm["offset"] < first,
+                "alert": None, "source": ev.get("source"), "position": ev.get("source_position"),
+                "from_snapshot": False,
+            }
             return []
-        if kind == "marker":
+        if step is Step.JOIN:
+            o = p["open"]
+            o["last_offset"] = max(o["last_offset"], int(ev["last_offset"]))
+            o["last_ts"] = max(o["last_ts"], int(ev["last_ts"]))
+            o["batches"] += int(ev["batch_count"] or 0)
+            o["records"] += int(ev["record_count"] or 0)
+            o["bytes"] += int(ev["bytes"] or 0)
+            return []
+        if step is Step.CLOSE:
             out = []
             o = p["open"]
             marker = ev.get("marker")
@@ -187,8 +189,8 @@ class ProducerState:
                                      int(ev["last_ts"]), resolution=resolution))
             p["open"] = None
             p["had_marker"] = True
-            ce = _i(ev.get("coordinator_epoch"))
-            if marker in ("COMMIT", "ABORT") and ce is not None and ce >= 0:
+            ce = marker_coordinator_epoch(marker, _i(ev.get("coordinator_epoch")))
+            if ce is not None:
                 p["last_marker"] = {"offset": first, "epoch": epoch, "coordinator_epoch": ce, "type": marker}
             elif p["last_marker"] is None or p["last_marker"]["offset"] < first:
                 # An empty marker (cleaner) proves a marker existed but not its coordinator epoch.

@@ -14,16 +14,19 @@ them (or drop new segment files) while the broker runs; :meth:`refresh` drops al
 
 What is modelled (and how faithfully)
 -------------------------------------
-* **ApiVersions** v0-4 (answers UNSUPPORTED_VERSION in v0 format for unknown versions, like
-  Kafka). Advertised ranges: see :data:`DEFAULT_API_VERSIONS` (overridable per instance, e.g.
-  to emulate an old broker).
-* **Metadata** v0-12: all nodes of the fake cluster, one replica per partition (the leader),
+* **ApiVersions** v0-4. An unsupported ApiVersions version is answered UNSUPPORTED_VERSION in
+  v0 format (Kafka's ``RequestContext.parseRequest``); the list in that answer is empty before
+  2.4 and holds only the ApiVersions range from 2.4 on (KIP-511, ``ApiVersionsRequest
+  .getErrorResponse`` of 2.3.0 vs 2.4.0). Advertised ranges: :data:`DEFAULT_API_VERSIONS`, or a
+  real release's table with ``broker_version=(2, 3)`` (tests/broker_api_versions.py).
+* **Metadata** v0-13 (v13: top-level error code): all nodes of the fake cluster, one replica per partition (the leader),
   ``is_internal`` for ``__transaction_state``/``__consumer_offsets``, stable topic ids, auto
   topic creation when the request allows it and ``auto_create_topics`` is on.
-* **ListOffsets** v1-7: EARLIEST (-2) = log start offset, LATEST (-1) = high watermark for
+* **ListOffsets** v1-11: EARLIEST (-2) = log start offset, LATEST (-1) = high watermark for
   READ_UNCOMMITTED and last stable offset (LSO) for READ_COMMITTED, MAX_TIMESTAMP (-3) and
   timestamps at batch granularity.
-* **Fetch** v4-12, sessionless (``session_id`` 0): served from the segment holding the batch
+* **Fetch** v4-12 (by topic name; v13+ address topics by id and are not modelled: neither
+  KafkaWire nor kafka-python's consumer sends them), sessionless (``session_id`` 0): served from the segment holding the batch
   that contains the fetch offset (the response starts at that batch, which may begin *before*
   the fetch offset, and never spans two segments - as Kafka's ``LocalLog.read``). Partition max
   bytes are honoured as Kafka does: the slice is exactly ``partition_max_bytes`` long and may end
@@ -51,9 +54,14 @@ What is modelled (and how faithfully)
   time out (that is how tests build hanging transactions), ``__transaction_state`` is *not*
   written, and AddOffsetsToTxn/TxnOffsetCommit (``send_offsets_to_transaction``) are not
   supported.
-* **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories.
+* **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories. Before v4
+  (Kafka 2.4, KIP-464) ``-1`` partitions/replication factor is refused, and a replication
+  factor above the number of brokers always is (``AdminUtils.assignReplicasToBrokers``).
+* **ACLs**: only IDEMPOTENT_WRITE for InitProducerId without a transactional id
+  (``idempotent_write_acl``; see :meth:`FakeKafkaBroker._on_init_producer_id`).
 
-Not modelled: SASL/SSL, fetch sessions, long-poll waits, replication/ISR, quotas, DeleteTopics
+Not modelled: SASL/SSL, fetch sessions, long-poll waits, replication/ISR, quota accounting and
+channel muting (only the throttled answer itself, :meth:`throttle_fetch`), DeleteTopics
 (use :meth:`delete_topic`), compaction, leader-epoch checkpoint files, idempotent sequence
 checks, magic v0/v1 produce.
 
@@ -73,6 +81,16 @@ Fault injection (all thread-safe, effective from the next request)
 * :meth:`stop` / :meth:`start`: the broker goes down (listeners closed, open connections reset)
   and comes back on the same ports.
 * :meth:`roll_segment`, :meth:`append_raw`, :meth:`append_batches`: grow the log while running.
+* :meth:`lag_high_watermark`: the leader's high watermark trails its log end (a new leader during
+  a rolling restart): fetches between the two get no records and no error.
+* :meth:`throttle_fetch`: Fetch answered as a broker over quota does (no partitions,
+  ``throttle_time_ms`` > 0).
+* :meth:`truncate`: unclean leader election; the log is cut and the high watermark goes back.
+  :meth:`delete_topic` + :meth:`create_topic` recreate a topic under a new topic id.
+* :meth:`stale_metadata`: Metadata answers from a broker whose cache has not seen the topic yet.
+* :meth:`metadata_error`: Metadata v13+ answers with a top-level error code.
+* :meth:`set_preferred_read_replica`: the leader redirects Fetch v11+ to a follower (KIP-392).
+* ``null_records``: empty reads carry ``records = null`` (allowed by FetchResponse.json).
 
 The root directory is modified by Produce, EndTxn, CreateTopics, :meth:`delete_topic` and the
 append helpers: point it at a copy (see :func:`stage_segment`), never at checked-in fixtures.
@@ -134,9 +152,11 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 LEADER_NOT_AVAILABLE = 5
 NOT_LEADER_OR_FOLLOWER = 6
+CLUSTER_AUTHORIZATION_FAILED = 31
 UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
 INVALID_REQUEST = 42
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
@@ -394,6 +414,7 @@ class PartitionState:
     leader: int
     leader_epoch: int
     segments: list[int]  # base offsets
+    log_end_offset: int = -1  # = high_watermark unless the leader's high watermark lags (lag_high_watermark)
 
 
 class _PartitionLog:
@@ -451,7 +472,7 @@ class _PartitionLog:
         hw = log_end
         lso = min([hw, *open_txns.values()])
         st = PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), aborted,
-                            leader, leader_epoch, [s.base_offset for s in segs])
+                            leader, leader_epoch, [s.base_offset for s in segs], log_end)
         return st, segs
 
     def active_segment(self, log_end: int) -> Path:
@@ -640,6 +661,14 @@ class FakeKafkaBroker:
         api_versions: override advertised ``{api_key: (min, max)}`` ranges.
         partial_batches: mirror Kafka's byte-exact ``partition_max_bytes`` slicing (the last
             batch of a fetch response may be cut); ``False`` trims responses to whole batches.
+        broker_version: emulate a real release, e.g. ``(2, 3)``: its recorded ApiVersions table
+            (tests/broker_api_versions.py, unless ``api_versions`` is given) and its
+            version-dependent behaviour (ApiVersions error list, IDEMPOTENT_WRITE rules).
+            ``None``: a current broker with :data:`DEFAULT_API_VERSIONS`.
+        null_records: answer empty reads with ``records = null`` instead of empty bytes.
+        idempotent_write_acl: whether the client holds IDEMPOTENT_WRITE on the cluster (InitProducerId
+            without a transactional id needs it; from 2.8 on, WRITE on any topic is enough).
+        topic_write_acl: whether the client holds WRITE on topics (see ``idempotent_write_acl``).
         coordinator_epoch: coordinator epoch written into transaction markers (EndTxn).
         first_producer_id: first producer id handed out by InitProducerId.
         cluster_id: Metadata cluster id.
@@ -649,7 +678,8 @@ class FakeKafkaBroker:
                  ports: list[int] | None = None, auto_create_topics: bool = True, default_partitions: int = 1,
                  api_versions: dict[int, tuple[int, int]] | None = None, partial_batches: bool = True,
                  coordinator_epoch: int = 0, first_producer_id: int = 1000,
-                 cluster_id: str = "txnwatch-fake-cluster"):
+                 cluster_id: str = "txnwatch-fake-cluster", broker_version: tuple[int, int] | None = None,
+                 null_records: bool = False, idempotent_write_acl: bool = True, topic_write_acl: bool = True):
         if num_nodes < 1:
             raise ValueError("num_nodes must be >= 1")
         self.root = Path(root)
@@ -660,7 +690,15 @@ class FakeKafkaBroker:
         self._nodes = [_Node(self, i + 1, host, ports[i]) for i in range(num_nodes)]
         self.auto_create_topics = auto_create_topics
         self.default_partitions = default_partitions
+        self.broker_version = broker_version
+        if api_versions is None and broker_version is not None:
+            from tests.broker_api_versions import BROKER_API_VERSIONS
+
+            api_versions = BROKER_API_VERSIONS[broker_version]
         self.api_versions = dict(DEFAULT_API_VERSIONS if api_versions is None else api_versions)
+        self.null_records = null_records
+        self.idempotent_write_acl = idempotent_write_acl
+        self.topic_write_acl = topic_write_acl
         self.partial_batches = partial_batches
         self.coordinator_epoch = coordinator_epoch
         self.cluster_id = cluster_id
@@ -675,6 +713,11 @@ class FakeKafkaBroker:
         self._next_producer_id = first_producer_id
         self._txns: dict[str, _TxnState] = {}
         self._delete_counter = 0
+        self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
+        self._fetch_throttles: collections.deque[int] = collections.deque()  # throttle_time_ms per Fetch
+        self._stale_topics: dict[str, int] = {}  # topic -> Metadata answers still missing it
+        self._metadata_errors: collections.deque[int] = collections.deque()  # top-level codes (v13+)
+        self._preferred_replica: dict[tuple[str, int], int] = {}
         self.requests: list[RequestRecord] = []
 
     # ---------------------------------------------------------------- lifecycle
@@ -842,6 +885,104 @@ class FakeKafkaBroker:
                 raise ValueError(f"append failed with Kafka error {err}")
             return base
 
+    def truncate(self, topic: str, partition: int, offset: int) -> None:
+        """Unclean leader election: an out-of-sync replica becomes leader and the log is cut to
+        ``offset`` (its log end), so the high watermark goes back.
+
+        Follows Kafka's ``Partition.makeLeader`` (leader epoch bumped) and ``UnifiedLog.truncateTo``
+        (whole batches at or above the offset removed; the segments starting above it deleted).
+        """
+        with self._lock:
+            plog = self._require(topic, partition)
+            for seg in plog.load():
+                if seg.base_offset >= offset and seg.base_offset > 0:
+                    seg.path.unlink()
+                    continue
+                cut = next((b.position for b in seg.batches if b.last_offset >= offset), seg.valid_end)
+                with open(seg.path, "r+b") as f:
+                    f.truncate(cut)
+            plog.segments.clear()
+            self._leader_epochs[(topic, partition)] += 1
+
+    def lag_high_watermark(self, topic: str, partition: int, high_watermark: int, requests: int = -1) -> None:
+        """The leader's high watermark trails its log end for the next ``requests`` Fetch or
+        ListOffsets answers for the partition (-1: until :meth:`clear_faults`).
+
+        Real case: a new leader during a rolling restart learns the high watermark from its
+        followers' fetches, so for a moment it is below the old leader's. Kafka's
+        ``UnifiedLog.read`` caps consumer reads at the high watermark (``FetchIsolation
+        .HIGH_WATERMARK``) and ``LocalLog.read`` answers a start offset at or above that cap with no
+        records and no error; only an offset past the log *end* is OFFSET_OUT_OF_RANGE.
+        ListOffsets LATEST reports the lagging value too.
+        """
+        with self._lock:
+            self._hw_lag[(topic, partition)] = [high_watermark, requests]
+
+    def throttle_fetch(self, count: int = 1, throttle_time_ms: int = 100) -> None:
+        """The next ``count`` Fetch requests are answered as by a broker over its quota.
+
+        Kafka's ``KafkaApis.handleFetchRequest``: when the request or bandwidth quota is
+        violated the response is ``fetchContext.getThrottledResponse(throttleTimeMs)``, which for
+        a sessionless fetch (``SessionlessFetchContext``) is a response with error NONE, the
+        throttle time and *no partitions at all*.
+        """
+        with self._lock:
+            self._fetch_throttles.extend([throttle_time_ms] * count)
+
+    def stale_metadata(self, topic: str, count: int = 1) -> None:
+        """The next ``count`` Metadata answers do not know ``topic`` (UNKNOWN_TOPIC_OR_PARTITION
+        when it is asked for by name, absent from a list of all topics).
+
+        Real case: the answering broker's metadata cache has not applied the update naming the
+        topic yet; ``KafkaApis.handleTopicMetadataRequest`` answers from ``metadataCache`` and
+        reports topics it does not hold as UNKNOWN_TOPIC_OR_PARTITION.
+        """
+        with self._lock:
+            self._stale_topics[topic] = count
+
+    def metadata_error(self, error: int | str, count: int = 1) -> None:
+        """The next ``count`` Metadata v13+ answers carry a top-level error code (and no topics).
+
+        Metadata v13 added the top-level ``ErrorCode`` (MetadataResponse.json, KIP-1102: e.g.
+        REBOOTSTRAP_REQUIRED, 129). Older versions have no such field and are answered normally.
+        """
+        code = resolve_error(error)
+        with self._lock:
+            self._metadata_errors.extend([code] * count)
+
+    def set_preferred_read_replica(self, topic: str, partition: int, node_id: int | None) -> None:
+        """The leader answers Fetch v11+ for the partition with no records and
+        ``PreferredReadReplica = node_id``; that node then serves the partition's consumer fetches.
+
+        Kafka's ``ReplicaManager.readFromLog`` skips the read when ``findPreferredReadReplica``
+        names another replica. A real broker does that only when the client sent a rack id and
+        ``replica.selector.class`` is set; the fake does it regardless, to test the client's
+        handling. Followers serve v11+ consumer fetches (``FetchParams.fetchOnlyLeader`` is false
+        when client metadata is present, set by ``KafkaApis.handleFetchRequest`` from v11).
+        ``None`` clears it.
+        """
+        with self._lock:
+            if node_id is None:
+                self._preferred_replica.pop((topic, partition), None)
+            else:
+                self._node(node_id)
+                self._preferred_replica[(topic, partition)] = node_id
+
+    def _state(self, plog: _PartitionLog, topic: str, partition: int, *, answer: bool = False) -> tuple[
+            PartitionState, list[_Segment]]:
+        """Partition state as the leader reports it, with a lagging high watermark applied."""
+        st, segs = plog.state(self._leader(topic, partition), self._leader_epochs[(topic, partition)])
+        lag = self._hw_lag.get((topic, partition))
+        if lag is not None:
+            hw = min(lag[0], st.high_watermark)
+            st.high_watermark = hw
+            st.last_stable_offset = min(st.last_stable_offset, hw)
+            if answer and lag[1] > 0:
+                lag[1] -= 1
+                if lag[1] == 0:
+                    del self._hw_lag[(topic, partition)]
+        return st, segs
+
     def _require(self, topic: str, partition: int) -> _PartitionLog:
         plog = self._plog(topic, partition)
         if plog is None:
@@ -868,6 +1009,11 @@ class FakeKafkaBroker:
         with self._lock:
             self._partition_faults.clear()
             self._conn_faults.clear()
+            self._hw_lag.clear()
+            self._fetch_throttles.clear()
+            self._stale_topics.clear()
+            self._metadata_errors.clear()
+            self._preferred_replica.clear()
 
     def move_leader(self, topic: str, partition: int, node_id: int) -> None:
         """Move partition leadership (bumps the leader epoch); ``-1`` = no leader available."""
@@ -927,8 +1073,14 @@ class FakeKafkaBroker:
         if cls is None or rng is None or not rng[0] <= api_version <= rng[1]:
             self._record(node, api, api_key, api_version, None, None)
             if api_key == ApiVersionsRequest.API_KEY:
+                # Kafka's RequestContext.parseRequest treats an unsupported ApiVersions version as
+                # v0 and answers in v0 format. ApiVersionsRequest.getErrorResponse: before 2.4 the
+                # list is empty (the client retries at v0); from 2.4 on (KIP-511) it holds the
+                # ApiVersions range only.
+                own = [k for k in self._api_version_list() if k.api_key == ApiVersionsRequest.API_KEY]
+                kip511 = self.broker_version is None or self.broker_version >= (2, 4)
                 resp = ApiVersionsResponse(version=0, error_code=UNSUPPORTED_VERSION,
-                                           api_keys=self._api_version_list())
+                                           api_keys=own if kip511 else [])
                 resp.with_header(correlation_id=correlation_id)
                 return resp.encode(header=True, framed=True)
             log.warning("fake broker: unsupported api %s v%s, closing connection", api_key, api_version)
@@ -963,14 +1115,26 @@ class FakeKafkaBroker:
         return uuid.uuid5(_UUID_NS, f"{topic}/{self._topic_generation[topic]}")
 
     def _on_metadata(self, node, request, version):
+        if version >= 13 and self._metadata_errors:
+            # MetadataResponse.json v13+: top-level ErrorCode (KIP-1102), no topics with it
+            return MetadataResponse(version=version, throttle_time_ms=0, brokers=[], cluster_id=self.cluster_id,
+                                    controller_id=-1, topics=[], error_code=self._metadata_errors.popleft())
         topics = self._scan()
+        stale = {t for t, n in self._stale_topics.items() if n > 0}
+        for t in stale:
+            self._stale_topics[t] -= 1
         if request.topics is None or (version == 0 and not request.topics):
-            names = sorted(topics)
+            names = sorted(t for t in topics if t not in stale)
         else:
             names = [t.name for t in request.topics]
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         out = []
         for name in names:
+            if name in stale:  # KafkaApis.handleTopicMetadataRequest: not in this broker's metadataCache
+                out.append(MetadataResponse.MetadataResponseTopic(
+                    error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=uuid.UUID(int=0),
+                    is_internal=False, partitions=[]))
+                continue
             if name not in topics and allow_auto and self.auto_create_topics and name:
                 self.create_topic(name, self.default_partitions)
                 topics = self._scan()
@@ -997,8 +1161,12 @@ class FakeKafkaBroker:
                                 error_code=NONE)
 
     def _partition_check(self, node, topic: str, partition: int, api: str,
-                         current_leader_epoch: int = -1) -> tuple[int, _PartitionLog | None]:
-        """Common partition-scoped checks: existence, injected faults, leadership, leader epoch."""
+                         current_leader_epoch: int = -1, *, follower_ok: bool = False) -> tuple[
+                             int, _PartitionLog | None]:
+        """Common partition-scoped checks: existence, injected faults, leadership, leader epoch.
+
+        ``follower_ok``: a consumer Fetch v11+ that a preferred read replica may serve.
+        """
         plog = self._plog(topic, partition)
         if plog is None:
             return UNKNOWN_TOPIC_OR_PARTITION, None
@@ -1006,7 +1174,8 @@ class FakeKafkaBroker:
         if code:
             return code, plog
         leader = self._leader(topic, partition)
-        if leader != node.node_id:
+        if leader != node.node_id and not (follower_ok and self._preferred_replica.get((topic, partition))
+                                           == node.node_id):
             return NOT_LEADER_OR_FOLLOWER, plog
         epoch = self._leader_epochs[(topic, partition)]
         if current_leader_epoch >= 0 and current_leader_epoch < epoch:
@@ -1025,8 +1194,7 @@ class FakeKafkaBroker:
                 code, plog = self._partition_check(node, t.name, p.partition_index, "list_offsets", cle)
                 offset, ts = -1, -1
                 if code == NONE:
-                    st, segs = plog.state(self._leader(t.name, p.partition_index),
-                                          self._leader_epochs[(t.name, p.partition_index)])
+                    st, segs = self._state(plog, t.name, p.partition_index, answer=True)
                     offset, ts = self._lookup_offset(st, segs, p.timestamp, isolation)
                 parts_out.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=code, old_style_offsets=[], timestamp=ts,
@@ -1054,22 +1222,37 @@ class FakeKafkaBroker:
         return -1, -1
 
     def _on_fetch(self, node, request, version):
+        if version >= 13:  # real tables advertise it (3.1+); answering by name would be wrong
+            raise NotImplementedError("fake broker: Fetch v13+ (topics by id, KIP-516) is not modelled")
+        if self._fetch_throttles:
+            # KafkaApis.handleFetchRequest over quota: getThrottledResponse, no partitions at all
+            return FetchResponse(version=version, throttle_time_ms=self._fetch_throttles.popleft(), error_code=NONE,
+                                 session_id=0, responses=[])
         isolation = request.isolation_level if version >= 4 else 0
         remaining = request.max_bytes if version >= 3 else 1 << 31
         first = True
         topics_out = []
         for t in request.topics:
             parts_out = []
+            name = t.topic
             for p in t.partitions:
                 cle = p.current_leader_epoch if version >= 9 else -1
-                code, plog = self._partition_check(node, t.topic, p.partition, "fetch", cle)
+                code, plog = self._partition_check(node, name, p.partition, "fetch", cle, follower_ok=version >= 11)
                 hw = lso = log_start = -1
                 records = b""
                 aborted = None
+                preferred = -1
                 if code == NONE:
-                    st, segs = plog.state(node.node_id, self._leader_epochs[(t.topic, p.partition)])
-                    if p.fetch_offset < st.log_start_offset or p.fetch_offset > st.high_watermark:
+                    st, segs = self._state(plog, name, p.partition, answer=True)
+                    redirect = self._preferred_replica.get((name, p.partition), -1)
+                    # LocalLog.read: OFFSET_OUT_OF_RANGE only past the log end; at or above the high
+                    # watermark (a lagging one included) the answer is empty with no error.
+                    if p.fetch_offset < st.log_start_offset or p.fetch_offset > st.log_end_offset:
                         code = OFFSET_OUT_OF_RANGE
+                    elif version >= 11 and redirect not in (-1, node.node_id):
+                        # ReplicaManager.readFromLog: "If a preferred read-replica is set, skip the read"
+                        preferred = redirect
+                        hw, lso, log_start = st.high_watermark, st.last_stable_offset, st.log_start_offset
                     else:
                         hw, lso, log_start = st.high_watermark, st.last_stable_offset, st.log_start_offset
                         limit = max(0, min(p.partition_max_bytes, remaining))
@@ -1086,8 +1269,9 @@ class FakeKafkaBroker:
                                 if marker >= p.fetch_offset and fo <= last]
                 parts_out.append(FetchResponse.FetchableTopicResponse.PartitionData(
                     partition_index=p.partition, error_code=code, high_watermark=hw, last_stable_offset=lso,
-                    log_start_offset=log_start, aborted_transactions=aborted, preferred_read_replica=-1,
-                    records=records))
+                    log_start_offset=log_start, aborted_transactions=aborted, preferred_read_replica=preferred,
+                    # FetchResponse.json: Records is nullable in every version
+                    records=None if self.null_records and not records else records))
             topics_out.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=parts_out))
         return FetchResponse(version=version, throttle_time_ms=0, error_code=NONE, session_id=0,
                              responses=topics_out)
@@ -1183,15 +1367,27 @@ class FakeKafkaBroker:
         existing = self._scan()
         for t in request.topics:
             n = t.num_partitions if t.num_partitions > 0 else self.default_partitions
+            # -1 = broker default only from v4 (Kafka 2.4, KIP-464: AdminManager.createTopics resolves
+            # NO_NUM_PARTITIONS/NO_REPLICATION_FACTOR); before, AdminUtils.assignReplicasToBrokers
+            # refuses it, and always refuses more replicas than brokers.
+            rf = t.replication_factor if t.replication_factor > 0 or version < 4 else 1
             if t.name in existing:
                 code, msg = TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+            elif t.num_partitions <= 0 and (version < 4 or t.num_partitions != -1):
+                code, msg = INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            elif rf <= 0:
+                code, msg = INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+            elif rf > len(self._nodes):
+                code, msg = INVALID_REPLICATION_FACTOR, (f"Replication factor: {rf} larger than available "
+                                                         f"brokers: {len(self._nodes)}.")
             else:
                 code, msg = NONE, None
                 if not request.validate_only:
                     self.create_topic(t.name, n)
             results.append(CreateTopicsResponse.CreatableTopicResult(
                 name=t.name, topic_id=self._topic_id(t.name), error_code=code, error_message=msg,
-                num_partitions=n, replication_factor=1, configs=[]))
+                num_partitions=n if code == NONE else -1, replication_factor=rf if code == NONE else -1,
+                configs=[]))
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
 
     def _on_find_coordinator(self, node, request, version):
@@ -1225,6 +1421,13 @@ class FakeKafkaBroker:
 
     def _on_init_producer_id(self, node, request, version):
         tid = request.transactional_id
+        # KafkaApis.handleInitProducerIdRequest: without a transactional id the client needs
+        # IDEMPOTENT_WRITE on the cluster; from 2.8 on (KIP-679) WRITE on any topic also does
+        # (authorizeByResourceType). Otherwise CLUSTER_AUTHORIZATION_FAILED.
+        if tid is None and not self.idempotent_write_acl and not (
+                self.topic_write_acl and (self.broker_version is None or self.broker_version >= (2, 8))):
+            return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                          producer_id=-1, producer_epoch=-1)
         if tid is None:
             if version >= 3 and request.producer_id >= 0:  # KIP-360 epoch bump of an idempotent producer
                 return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=NONE,

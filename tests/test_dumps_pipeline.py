@@ -14,7 +14,7 @@ from streaming.alerts import AlertConfig
 from streaming.cli import scan_paths
 from streaming.config import engine_config, load
 from streaming.pipeline import SinkSet, start_query
-from streaming.scenarios import write_scenario
+from streaming.simulate.scenarios import write_scenario
 from streaming.sources.files import read_files
 from streaming.sources.logdir import list_partitions, segments
 from tests.conftest import SAMPLES

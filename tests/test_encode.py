@@ -1,4 +1,4 @@
-"""Byte-exact checks of ``udfs.encode`` against every real / synthetic vector in the fixtures.
+"""Byte-exact checks of ``streaming.simulate.encode`` against every real / synthetic vector in the fixtures.
 
 Each vector is re-encoded from its documented fields (provenance comments, dumps, the
 ``*_expected.json`` files) and must equal the stored bytes exactly. kafka-python's independent
@@ -16,8 +16,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
-from udfs.crc import crc32c as crc32c_impl
-from udfs.encode import (
+from streaming.simulate.encode import (
     ABORT,
     COMMIT,
     MARKER_BATCH_SIZE,
@@ -39,6 +38,7 @@ from udfs.encode import (
     java_string_hash,
     txn_state_partition,
 )
+from udfs.crc import crc32c as crc32c_impl
 
 SAMPLES = Path(__file__).parent / "fixtures" / "samples"
 REAL = SAMPLES / "real"

@@ -13,7 +13,7 @@ from streaming.alerts import AlertConfig
 from streaming.cli import scan_paths
 from streaming.config import engine_config, load
 from streaming.pipeline import SinkSet, start_query
-from streaming.scenarios import write_scenario
+from streaming.simulate.scenarios import write_scenario
 from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
 from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
 from streaming.sources.kafka_wire import KafkaUnavailable
@@ -169,7 +169,7 @@ def test_alerts_topic_sink_produces_keyed_json(tmp_path):
 
 
 def test_corrupt_batch_becomes_a_gap_and_reading_continues(tmp_path):
-    from udfs.encode import encode_batch
+    from streaming.simulate.encode import encode_batch
 
     root = tmp_path / "logs"
     (root / "t-0").mkdir(parents=True)

@@ -11,7 +11,7 @@ import pytest
 from streaming import quality as Q
 from streaming.config import load
 from streaming.events import make_row, spark_schema
-from streaming.scenarios import write_scenario
+from streaming.simulate.scenarios import write_scenario
 
 pytestmark = pytest.mark.spark
 

@@ -9,9 +9,9 @@ import pytest
 
 from streaming.config import load
 from streaming.runner import run_job
-from streaming.scenarios import write_scenario
+from streaming.simulate.encode import encode_batch
+from streaming.simulate.scenarios import write_scenario
 from streaming.sinks.jsonl import read_jsonl
-from udfs.encode import encode_batch
 
 pytestmark = pytest.mark.spark
 

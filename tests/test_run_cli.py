@@ -18,7 +18,7 @@ from kafka import KafkaConsumer
 
 from streaming.config import ConfigError, load
 from streaming.runner import run_job
-from streaming.scenarios import write_scenario
+from streaming.simulate.scenarios import write_scenario
 from streaming.sinks.jsonl import read_jsonl
 from tests.conftest import ROOT
 from tests.kafka_fake_broker import FakeKafkaBroker

@@ -11,7 +11,7 @@ import pytest
 
 from streaming.cli import scan_paths
 from streaming.config import load
-from streaming.scenarios import POSITIVE_SCENARIOS, SCENARIOS, write_scenario
+from streaming.simulate.scenarios import POSITIVE_SCENARIOS, SCENARIOS, write_scenario
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.spark

@@ -15,20 +15,18 @@ from pathlib import Path
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-from streaming.scenarios import (
+from streaming.simulate.broker_state import ScenarioError, java_hashmap_order, segment_name
+from streaming.simulate.cluster_log import ClusterLog
+from streaming.simulate.encode import ABORT, COMMIT
+from streaming.simulate.scenarios import (
     DEFAULT_MAX_TIMEOUT_MS,
     DEFAULT_PADDING_MS,
     POSITIVE_SCENARIOS,
     SCENARIOS,
-    ClusterLog,
     Scenario,
-    ScenarioError,
-    java_hashmap_order,
-    segment_name,
     write_scenario,
 )
 from udfs.crc import crc32c
-from udfs.encode import ABORT, COMMIT
 
 SYNTH = Path(__file__).parent / "fixtures" / "samples" / "synthetic"
 SMALL = {"random-mix": {"target_bytes": 3 << 20, "segment_bytes": 256 << 10}}

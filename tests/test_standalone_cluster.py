@@ -203,7 +203,7 @@ def test_spark_submit_to_standalone_cluster(tmp_path, spark):
         pytest.skip("no Java")
     from streaming.cli import scan_paths
     from streaming.config import load
-    from streaming.scenarios import write_scenario
+    from streaming.simulate.scenarios import write_scenario
 
     t0 = time.monotonic()
     sc = write_scenario("write-after-marker", tmp_path / "log", seed=5)

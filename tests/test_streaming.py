@@ -10,7 +10,7 @@ from streaming.alerts import AlertConfig
 from streaming.cli import scan_paths
 from streaming.config import load
 from streaming.pipeline import SinkSet, start_query
-from streaming.scenarios import ClusterLog
+from streaming.simulate.cluster_log import ClusterLog
 from streaming.sinks.jsonl import JsonlSink, read_jsonl
 from streaming.state_machine import EngineConfig
 from tests.streaming_wait import BatchLog

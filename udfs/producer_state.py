@@ -2,9 +2,8 @@
 
 Used where a reader needs the *partition's* view without Spark: the LSO of a log directory at
 the end of a read (progress rows), ``txnwatch inspect``, and tests' ground truth. Semantics
-(kafka-formats.md §3.4, detection.md §1): per producer id, in offset order, a transactional data
-batch opens a transaction if none is open, otherwise joins it whatever its epoch; any control
-batch of that producer id closes what is open (an empty one too); epochs are never matched.
+(kafka-formats.md §3.4, detection.md §1) are :mod:`udfs.pairing`'s; this module keeps the
+per-producer bookkeeping around it (first/last offsets, timestamps, highest epoch, last marker).
 """
 
 from __future__ import annotations
@@ -13,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from udfs.model import CONTROL_EMPTY
+from udfs.pairing import Step, marker_coordinator_epoch, pair
 
 
 @dataclass
@@ -84,19 +86,22 @@ class PartitionState:
             e = producers.get(pid)
             if e is None:
                 e = producers[pid] = ProducerEntry(pid)
-            if ctrl[j]:
-                if ctype[j] == -2:
-                    # Empty control batch (cleaner left the header): detection.md §1 closes the
-                    # transaction; like the broker, it teaches nothing about epochs.
-                    e.txn_first_offset = -1
-                    continue
+            step = pair(e.txn_first_offset >= 0, transactional=True, control=ctrl[j], producer_id=pid)
+            if step is Step.CLOSE:
                 e.txn_first_offset = -1
                 e.last_marker_offset = base[j]
-                e.coordinator_epoch = cepoch[j] if cepoch[j] >= 0 else e.coordinator_epoch
-            else:
-                if e.txn_first_offset < 0:
-                    e.txn_first_offset = base[j]
-                    e.txn_first_ts = first_ts[j]
+                ce = marker_coordinator_epoch(ctype[j], cepoch[j])
+                if ce is not None:
+                    e.coordinator_epoch = ce
+                if ctype[j] == CONTROL_EMPTY:
+                    # the cleaner kept the header, not the marker's timestamp nor (ProducerAppendInfo
+                    # ignores the batch) an epoch the broker would apply on replay
+                    continue
+            elif step is Step.OPEN:
+                e.txn_first_offset = base[j]
+                e.txn_first_ts = first_ts[j]
+                e.txn_last_offset = last[j]
+            elif step is Step.JOIN:
                 e.txn_last_offset = last[j]
             e.producer_epoch = max(e.producer_epoch, epochs[j])
             e.last_timestamp = max_ts[j]

@@ -19,13 +19,15 @@ import numpy as np
 import pandas as pd
 
 from streaming.events import to_frame
-from streaming.normalize import (
-    data_events,
-    gap_event,
-    progress_event,
-    route_coordinator_records,
-    snapshot_events,
-    txn_state_events,
+from streaming.normalize import gap_event
+from streaming.partition_read import (
+    BatchPiece,
+    CoordinatorReplay,
+    ReadContext,
+    SnapshotSeed,
+    TxnPiece,
+    data_partition_events,
+    txn_partition_events,
 )
 from streaming.sources.logdir import TXN_TOPIC, parse_partition_dir
 from udfs.dump_text import DumpFile, detect_dump, merge_segments, parse_dump
@@ -183,24 +185,17 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         for _b, recs, _src, _e in m.txn:
             ts_max = max([ts_max] + [r["timestamp"] for r in recs if r.get("timestamp") is not None])
     clock = as_of_ms if as_of_ms is not None else max(ts_max, 0)
-    common = dict(source=source, cluster=cluster, event_time_ms=clock)
 
     frames: list[pd.DataFrame] = []
-    known: dict[str, int] = {}
+    known: dict[str, int] = {}  # one map for all coordinator partitions: an id lives in one of them
     for p in sorted(txn):
-        max_epoch = -1
-        next_offset = None
+        pieces = []
         for _base, recs, src, epoch in sorted(txn[p].txn, key=lambda x: x[0]):
             recs = sorted(recs, key=lambda r: r["offset"])
-            ev = txn_state_events(recs, partition=p, source_position=src, **common)
-            frames.append(route_coordinator_records(ev, known))
-            max_epoch = max(max_epoch, epoch)
-            if recs:
-                next_offset = recs[-1]["offset"] + 1
-        prog = progress_event(topic=TXN_TOPIC, partition=p, high_watermark=next_offset, lso=next_offset,
-                              log_start_offset=None, source_position=src, **common)
-        prog["coordinator_epoch"] = max_epoch
-        frames.append(to_frame([prog]))
+            pieces.append(TxnPiece(recs, src, epoch, recs[-1]["offset"] + 1 if recs else None))
+        ctx = ReadContext(TXN_TOPIC, p, source, cluster, clock)
+        frames.append(txn_partition_events(ctx, pieces, CoordinatorReplay(known),
+                                           progress_position=pieces[-1].source_position))
 
     for (t, p), m in sorted(data.items()):
         segs = sorted(m.segments, key=lambda s: s.base)
@@ -208,28 +203,18 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         seed = None
         if snaps:
             eligible = [s for s in snaps if not segs or s[0] <= segs[0].base]
-            seed = eligible[-1] if eligible else None
+            if eligible:
+                offset, entries, where = eligible[-1]
+                seed = SnapshotSeed(entries, offset, where)
         state = PartitionState()
-        pframes = []
         if seed is not None:
-            state.load_snapshot(seed[1], seed[0])
-            pframes.append(snapshot_events(seed[1], topic=t, partition=p, snapshot_offset=seed[0],
-                                           source_position=seed[2], **common))
-        for s in segs:
-            pframes.append(data_events(s.cols, topic=t, partition=p, source_position=s.source,
-                                       position_format=s.position_format, **common))
-            state.apply(s.cols, s.cols["crc_valid"] != 0)
-        hw = state.next_offset
-        pframes.append(to_frame([progress_event(topic=t, partition=p, high_watermark=hw, lso=state.lso(hw),
-                                                log_start_offset=None,
-                                                source_position=segs[-1].source if segs else seed[2],
-                                                **common)]))
+            state.load_snapshot(seed.entries, seed.offset)
         # "Read from the log start" (detection.md §4.2) only when the input begins at offset 0 and
         # no snapshot stands in for earlier history.
-        from_start = seed is None and bool(segs) and segs[0].base == 0
-        for fr in pframes:
-            fr["from_log_start"] = from_start
-        frames += pframes
+        ctx = ReadContext(t, p, source, cluster, clock, from_log_start=seed is None and bool(segs) and segs[0].base == 0)
+        pieces = [BatchPiece(s.cols, s.source, s.position_format) for s in segs]
+        frames.append(data_partition_events(ctx, pieces, state=state, seed=seed,
+                                            progress_position=segs[-1].source if segs else seed.source_position))
 
     for g in gaps:
         g["event_time"] = clock

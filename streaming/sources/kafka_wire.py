@@ -20,8 +20,11 @@ in READ_COMMITTED and does not expose producer ids/epochs per batch or partial b
 Kafka APIs and versions (negotiated per broker with ApiVersions, within these bounds)
 -------------------------------------------------------------------------------------
 * **Metadata v1+** (``is_internal`` needs v1; ``allow_auto_topic_creation=False`` is sent and
-  honoured from v4, so looking at a topic never creates it on brokers >= 0.11). Topic ids (v10+)
-  are ignored; topics are addressed by name.
+  honoured from v4, so looking at a topic never creates it on brokers >= 0.11). Topics are
+  addressed by name; their topic ids (v10+, Kafka 2.8+) are kept and reported in
+  :class:`PartitionOffsets` so that the caller can tell a deleted-and-recreated topic from the
+  same topic. v13 (Kafka 4.0) adds a top-level ``error_code``: REBOOTSTRAP_REQUIRED and other
+  retriable codes are retried on another broker, anything else raises.
 * **ListOffsets v2+**: v2 introduced ``isolation_level``; LATEST with READ_UNCOMMITTED (0) is the
   high watermark, LATEST with READ_COMMITTED (1) is the last stable offset (LSO), EARLIEST is the
   log start offset. Three requests per leader (a partition may appear only once per request).
@@ -40,8 +43,19 @@ Fetch semantics callers must know (real Kafka behaviour, mirrored by the test fa
 * The bytes are cut at ``max_bytes`` and may end in a **partial batch**: ignore a trailing batch
   whose ``12 + batchLength`` exceeds the remaining bytes and fetch again from its base offset.
 * At least one whole batch is returned even if it is larger than ``max_bytes`` (KIP-74).
-* One response never spans two segments; an empty ``records`` with ``fetch_offset <
-  high_watermark`` just means "fetch again" (e.g. a gap at a segment end after compaction).
+* ``records`` may be null (FetchResponse.json: nullable in every version); it is returned as
+  ``b""``. One response never spans two segments.
+* No records and no error below where the caller expected data means the answering leader's high
+  watermark is lower (a new leader during a rolling restart learns it from its followers:
+  ``UnifiedLog.read`` caps consumer reads at the high watermark). ``FetchResult.high_watermark``
+  shows it; the caller retries and, if it stays low, reports the unread range (the source does).
+* A broker over quota answers with *no partitions* and ``throttle_time_ms`` > 0
+  (``KafkaApis.handleFetchRequest``): waited out and retried (not counted against ``retries``;
+  at most ``4 x retries`` throttled answers per fetch, then :class:`KafkaUnavailable`).
+* ``PreferredReadReplica`` (Fetch v11+, KIP-392): a leader configured with a replica selector may
+  answer with no records and a follower's id. No rack id is sent, so a correct broker never does;
+  if one does, the same fetch is sent to that replica once (it serves reads up to its own high
+  watermark), falling back to the leader with the usual retries.
 
 Fault handling
 --------------
@@ -59,9 +73,11 @@ Fault handling
   with the partition's current log start offset and high watermark looked up via ListOffsets
   (a broker answers OFFSET_OUT_OF_RANGE with -1 for both): the caller emits a gap and restarts
   at ``log_start_offset``.
-* UNKNOWN_TOPIC_OR_PARTITION: metadata is refreshed; if the topic (or partition) is gone from
-  the cluster metadata the result is ``FetchStatus.DELETED`` (``PartitionOffsets.deleted``),
-  otherwise it is retried like a leader error.
+* UNKNOWN_TOPIC_OR_PARTITION: metadata is refreshed; only when ``deletion_confirmations``
+  (default 3) consecutive Metadata answers, with backoff between them and from whichever broker
+  is least loaded, all lack the topic (or partition) is the result ``FetchStatus.DELETED``
+  (``PartitionOffsets.deleted``): one broker with a stale metadata cache answers
+  UNKNOWN_TOPIC_OR_PARTITION for a topic that exists. Otherwise it is retried like a leader error.
 * Anything else (authorization/authentication failures, unsupported versions, corrupt
   responses) raises :class:`KafkaWireError` immediately. Nothing is ever skipped silently.
 
@@ -152,6 +168,8 @@ def error_name(code: int) -> str:
         return "NONE"
     if code == 6:  # kafka-python still uses the pre-2.6 name NOT_LEADER_FOR_PARTITION
         return "NOT_LEADER_OR_FOLLOWER"
+    if code == _REBOOTSTRAP_REQUIRED:
+        return "REBOOTSTRAP_REQUIRED"
     if code in Errors.kafka_errors:
         return Errors.kafka_errors[code].message
     return f"UNKNOWN_ERROR_{code}"
@@ -170,6 +188,9 @@ class KafkaUnavailable(KafkaWireError):
     """The cluster (or a partition leader) stayed unavailable through all bounded retries."""
 
 
+_REBOOTSTRAP_REQUIRED = 129  # Metadata v13 top-level (KIP-1102); not known to kafka-python 3.0
+
+
 class FetchStatus(enum.StrEnum):
     OK = "ok"
     OFFSET_OUT_OF_RANGE = "offset_out_of_range"
@@ -178,7 +199,11 @@ class FetchStatus(enum.StrEnum):
 
 @dataclass(frozen=True)
 class PartitionOffsets:
-    """Offsets of one partition. ``deleted`` partitions have -1 offsets and ``leader`` -1."""
+    """Offsets of one partition. ``deleted`` partitions have -1 offsets and ``leader`` -1.
+
+    ``topic_id``: the topic's id from Metadata v10+ (Kafka 2.8+, KIP-516) as a string, ``None``
+    from older brokers. It changes when a topic is deleted and created again under the same name.
+    """
 
     topic: str
     partition: int
@@ -187,6 +212,7 @@ class PartitionOffsets:
     lso: int
     leader: int
     deleted: bool = False
+    topic_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +290,7 @@ class _Attempts:
         self.wire = wire
         self.what = what
         self.count = 0
+        self.throttles = 0
         self.started = time.monotonic()
         self.last_error: BaseException | str | None = None
         self.last_node: Any = None
@@ -272,18 +299,29 @@ class _Attempts:
     async def failed(self, error: BaseException | str, node: Any = None) -> None:
         """Record a retriable failure; back off, or raise KafkaUnavailable when out of retries."""
         self.count += 1
+        await self._backoff(error, node, self.count, self.wire._config["retries"])
+
+    async def throttled(self, throttle_time_ms: int, node: Any) -> None:
+        """A broker over quota asked us to wait: sleep that long (not a failure, but bounded)."""
+        self.throttles += 1
+        error = f"throttled by the broker for {throttle_time_ms} ms (quota)"
+        await self._backoff(error, node, self.throttles, 4 * max(1, self.wire._config["retries"]),
+                            floor_s=throttle_time_ms / 1000)
+
+    async def _backoff(self, error: BaseException | str, node: Any, count: int, limit: int,
+                       floor_s: float = 0.0) -> None:
         self.last_error = error
         if node is not None:
             self.last_node = node
         cfg = self.wire._config
-        if self.count > cfg["retries"]:
+        if count > limit:
             raise KafkaUnavailable(self.message())
-        delay = min(cfg["retry_backoff_ms"] * 2 ** (self.count - 1), cfg["retry_backoff_max_ms"]) / 1000
+        delay = min(cfg["retry_backoff_ms"] * 2 ** (count - 1), cfg["retry_backoff_max_ms"]) / 1000
         manager = self.wire._manager
         if node is not None and manager is not None:
             delay = max(delay, min(manager.connection_delay(node), cfg["retry_backoff_max_ms"] / 1000))
-        delay *= random.uniform(0.9, 1.1)
-        log.warning("KafkaWire: %s: attempt %d failed (%s); retrying in %.0f ms", self.what, self.count,
+        delay = max(delay * random.uniform(0.9, 1.1), floor_s)
+        log.warning("KafkaWire: %s: attempt %d failed (%s); retrying in %.0f ms", self.what, count,
                     _describe(error), delay * 1000)
         await self.wire._net.sleep(delay)
 
@@ -293,7 +331,7 @@ class _Attempts:
         leader = ""
         if self.leader is not None and self.leader != self.last_node:
             leader = f"partition leader: {self.wire._node_desc(self.leader)}; "
-        return (f"Kafka unavailable: {self.what} failed after {self.count} attempts in {elapsed:.1f}s "
+        return (f"Kafka unavailable: {self.what} failed after {self.count + self.throttles} attempts in {elapsed:.1f}s "
                 f"(bootstrap servers: {self.wire.bootstrap_servers}; {leader}last broker tried: {broker}; "
                 f"last error: {_describe(self.last_error)})")
 
@@ -315,6 +353,8 @@ class KafkaWire:
         bootstrap_timeout_ms: how long the first metadata bootstrap may take (default
             ``request_timeout_ms``) before :class:`KafkaUnavailable`.
         receive_message_max_bytes: largest accepted response frame (default 100 MB).
+        deletion_confirmations: consecutive Metadata answers that must all lack a topic or
+            partition before it is reported deleted (default 3; one stale broker cache is not enough).
         **kafka_configs: any other ``kafka.net.KafkaConnectionManager`` setting
             (``ssl_context``, ``ssl_check_hostname``, ``sasl_oauth_token_provider``,
             ``proxy_url``, ``client_dns_lookup``, ``api_version``, ...).
@@ -328,12 +368,14 @@ class KafkaWire:
                  retry_backoff_ms: int = 200, retry_backoff_max_ms: int = 5000, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, socket_connection_setup_timeout_ms: int | None = None,
                  bootstrap_timeout_ms: int | None = None, receive_message_max_bytes: int = 100_000_000,
-                 **kafka_configs: Any):
+                 deletion_confirmations: int = 3, **kafka_configs: Any):
         unknown = set(kafka_configs) - _PASSTHROUGH
         if unknown:
             raise ValueError(f"unknown kafka-python connection settings: {sorted(unknown)}")
         if retries < 0:
             raise ValueError("retries must be >= 0")
+        if deletion_confirmations < 1:
+            raise ValueError("deletion_confirmations must be >= 1")
         setup_ms = socket_connection_setup_timeout_ms or min(request_timeout_ms, 10000)
         if isinstance(bootstrap_servers, str):
             bootstrap_servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
@@ -363,6 +405,7 @@ class KafkaWire:
             "retry_backoff_ms": retry_backoff_ms,
             "retry_backoff_max_ms": retry_backoff_max_ms,
             "bootstrap_timeout_ms": bootstrap_timeout_ms or request_timeout_ms,
+            "deletion_confirmations": deletion_confirmations,
         }
         self._init_runtime()
 
@@ -375,6 +418,8 @@ class KafkaWire:
         self._closed = False
         # topic -> {partition: leader node id (-1 = none)}, from our own Metadata requests
         self._leaders: dict[str, dict[int, int]] = {}
+        # topic -> topic id (Metadata v10+), for telling a recreated topic from the same one
+        self._topic_ids: dict[str, str] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_config": dict(self._config)}
@@ -514,6 +559,11 @@ class KafkaWire:
         """Cached leader node id (-1: no leader, None: unknown/not yet looked up)."""
         return self._leaders.get(topic, {}).get(partition)
 
+    def broker_count(self) -> int:
+        """Number of brokers in the cluster, from a fresh Metadata request (any broker version;
+        DescribeCluster needs 2.8+)."""
+        return len(self._run(self._metadata_async, [], None).brokers)
+
     def refresh_metadata(self, topics: Iterable[str] | None = None) -> None:
         """Refresh the cached partition leaders (all topics when ``topics`` is None)."""
         self._run(self._metadata_async, list(topics) if topics is not None else None, None)
@@ -570,6 +620,13 @@ class KafkaWire:
                                          f"{_describe(exc)}") from exc
                 await attempts.failed(exc, node)
                 continue
+            top_error = getattr(response, "error_code", 0) or 0  # Metadata v13+ (KIP-1102)
+            if top_error:
+                if top_error != _REBOOTSTRAP_REQUIRED and not Errors.for_code(top_error).retriable:
+                    raise KafkaWireError(f"Metadata request to {self._node_desc(node)} failed: "
+                                         f"{error_name(top_error)}", error_code=top_error)
+                await attempts.failed(f"Metadata top-level error {error_name(top_error)}", node)
+                continue
             if not response.brokers:
                 await attempts.failed("Metadata response without brokers", node)
                 continue
@@ -583,6 +640,9 @@ class KafkaWire:
                 continue
             if t.error_code == 0:
                 self._leaders[t.name] = {p.partition_index: p.leader_id for p in t.partitions}
+                topic_id = getattr(t, "topic_id", None)
+                if topic_id is not None and topic_id.int != 0:  # zero uuid: no id (v < 10)
+                    self._topic_ids[t.name] = str(topic_id)
             elif t.error_code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID, 17):  # 17 INVALID_TOPIC
                 self._leaders.pop(t.name, None)
 
@@ -633,20 +693,36 @@ class KafkaWire:
     def _known(self, tp: tuple[str, int]) -> bool:
         return tp[1] in self._leaders.get(tp[0], {})
 
+    async def _confirmed_gone(self, tp: tuple[str, int], attempts: _Attempts) -> bool:
+        """Whether ``deletion_confirmations`` Metadata answers in a row lack the partition.
+
+        A single broker whose metadata cache lags answers UNKNOWN_TOPIC_OR_PARTITION for a topic
+        that exists (the cache is updated asynchronously on every broker), so one answer is not
+        proof. Refreshes are spaced by the retry backoff and go to the least loaded broker.
+        """
+        cfg = self._config
+        for i in range(cfg["deletion_confirmations"]):
+            if i:
+                delay = min(cfg["retry_backoff_ms"] * 2 ** (i - 1), cfg["retry_backoff_max_ms"]) / 1000
+                await self._net.sleep(delay)
+            await self._metadata_async([tp[0]], attempts)
+            if self._known(tp):
+                return False
+        return True
+
     async def _offsets_async(self, wanted: list[tuple[str, int]]):
         attempts = _Attempts(self, f"ListOffsets for {len(wanted)} partition(s)")
         result: dict[tuple[str, int], PartitionOffsets] = {}
         pending = list(wanted)
         if any(not self._known(tp) for tp in pending):
             await self._metadata_async(sorted({t for t, _ in pending}), attempts)
-        # invariant: metadata was refreshed (in this call) before any partition is found missing
         while pending:
             retry: list[tuple[str, int]] = []
             last_error: BaseException | str | None = None
             last_node = None
             by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
             for tp in pending:
-                if not self._known(tp):
+                if not self._known(tp) and await self._confirmed_gone(tp, attempts):
                     result[tp] = PartitionOffsets(tp[0], tp[1], -1, -1, -1, -1, deleted=True)
                     continue
                 leader = self._leaders[tp[0]][tp[1]]
@@ -692,7 +768,8 @@ class KafkaWire:
                     codes = [code for code, _ in parts if code]
                     if not codes:
                         (_, start), (_, hw), (_, lso) = parts
-                        result[tp] = PartitionOffsets(tp[0], tp[1], start, hw, lso, leader)
+                        result[tp] = PartitionOffsets(tp[0], tp[1], start, hw, lso, leader,
+                                                      topic_id=self._topic_ids.get(tp[0]))
                         continue
                     code = codes[0]
                     if code in _LEADER_ERRORS or code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID):
@@ -749,13 +826,10 @@ class KafkaWire:
         attempts = _Attempts(self, f"Fetch {topic}-{partition} at offset {offset}")
         if not self._known(tp):
             await self._metadata_async([topic], attempts)
-        fresh_metadata = True
         while True:
             if not self._known(tp):
-                if fresh_metadata:
+                if await self._confirmed_gone(tp, attempts):
                     return self._gone(tp, offset, _UNKNOWN_TOPIC_OR_PARTITION)
-                await self._metadata_async([topic], attempts)
-                fresh_metadata = True
                 continue
             leader = self._leaders[topic][partition]
             attempts.leader = leader
@@ -773,21 +847,25 @@ class KafkaWire:
                 await attempts.failed(exc, leader)
                 await self._metadata_async([topic], attempts)
                 continue
-            fresh_metadata = False
+            throttle_ms = getattr(response, "throttle_time_ms", 0) or 0
+            if not response.responses and not getattr(response, "error_code", 0) and throttle_ms > 0:
+                # over quota: KafkaApis.handleFetchRequest sends no partitions, only the wait
+                await attempts.throttled(throttle_ms, leader)
+                continue
             version = request.API_VERSION
-            top_error = getattr(response, "error_code", 0) or 0
-            pdata = next((p for t in response.responses if t.topic == topic
-                          for p in t.partitions if p.partition_index == partition), None)
-            if top_error:
-                code = top_error
-            elif pdata is None:
-                raise KafkaWireError(f"Fetch response from {self._node_desc(leader)} lacks {topic}-{partition}")
+            code, pdata = self._fetch_partition(response, tp, leader)
+            if code == 0 and version >= 11 and not pdata.records and pdata.preferred_read_replica not in (
+                    -1, None, leader):
+                code, pdata, served_by = await self._fetch_from_replica(request, tp, pdata, leader)
+                if pdata is None:
+                    await attempts.failed(f"preferred read replica of {topic}-{partition} failed ({code})", leader)
+                    continue
             else:
-                code = pdata.error_code
+                served_by = leader
             if code == 0:
                 return FetchResult(topic, partition, offset, bytes(pdata.records or b""), pdata.high_watermark,
                                    pdata.last_stable_offset, pdata.log_start_offset if version >= 5 else -1, 0,
-                                   "NONE", FetchStatus.OK, leader, version)
+                                   "NONE", FetchStatus.OK, served_by, version)
             if code == _OFFSET_OUT_OF_RANGE:
                 start = hw = lso = -1
                 try:
@@ -801,8 +879,7 @@ class KafkaWire:
                 return FetchResult(topic, partition, offset, b"", hw, lso, start, code, error_name(code),
                                    FetchStatus.OFFSET_OUT_OF_RANGE, leader, version)
             if code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID):
-                await self._metadata_async([topic], attempts)
-                if not self._known(tp):
+                if await self._confirmed_gone(tp, attempts):
                     return self._gone(tp, offset, code, leader, version)
                 await attempts.failed(f"{error_name(code)} for {topic}-{partition} although metadata lists it",
                                       leader)
@@ -813,6 +890,37 @@ class KafkaWire:
                 continue
             raise KafkaWireError(f"Fetch {topic}-{partition} at offset {offset} from {self._node_desc(leader)} "
                                  f"failed: {error_name(code)}", error_code=code)
+
+    def _fetch_partition(self, response, tp: tuple[str, int], node: Any) -> tuple[int, Any]:
+        """(error code, partition data) of ``tp`` in a Fetch response; a top-level error wins."""
+        top_error = getattr(response, "error_code", 0) or 0
+        if top_error:
+            return top_error, None
+        pdata = next((p for t in response.responses if t.topic == tp[0]
+                      for p in t.partitions if p.partition_index == tp[1]), None)
+        if pdata is None:
+            raise KafkaWireError(f"Fetch response from {self._node_desc(node)} lacks {tp[0]}-{tp[1]}")
+        return pdata.error_code, pdata
+
+    async def _fetch_from_replica(self, request, tp: tuple[str, int], leader_data, leader: int):
+        """Send the same Fetch to the preferred read replica the leader named (KIP-392), once.
+
+        Returns (code, partition data, node); partition data is None when the replica failed.
+        """
+        replica = leader_data.preferred_read_replica
+        log.warning("KafkaWire: %s-%s: leader %s redirected the fetch to replica %s although no rack id was "
+                    "sent (replica.selector.class set on the broker?)", tp[0], tp[1], leader, replica)
+        try:
+            response = await self._send(replica, request)
+            code, pdata = self._fetch_partition(response, tp, replica)
+        except Exception as exc:  # noqa: BLE001 - any failure: back to the leader with retries
+            if not _retriable_exception(exc) and not isinstance(exc, KafkaWireError):
+                raise KafkaWireError(f"Fetch {tp[0]}-{tp[1]} from preferred read replica "
+                                     f"{self._node_desc(replica)} failed: {_describe(exc)}") from exc
+            return _describe(exc), None, replica
+        if code != 0:
+            return error_name(code), None, replica
+        return code, pdata, replica
 
     @staticmethod
     def _gone(tp: tuple[str, int], offset: int, code: int, leader: int = -1, version: int = -1) -> FetchResult:

@@ -22,14 +22,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from streaming.events import to_frame
-from streaming.normalize import (
-    data_events,
-    gap_event,
-    progress_event,
-    route_coordinator_records,
-    snapshot_events,
-    txn_state_events,
+from streaming.normalize import gap_event
+from streaming.partition_read import (
+    BatchPiece,
+    CoordinatorReplay,
+    ReadContext,
+    SnapshotSeed,
+    TxnPiece,
+    data_partition_events,
+    txn_partition_events,
 )
 from udfs.model import DecodeError
 from udfs.producer_state import PartitionState
@@ -278,31 +279,27 @@ def _data_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc
     return st
 
 
-def _txn_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc: bool) -> dict[str, Any]:
+def _txn_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc: bool) -> CoordinatorReplay:
     """transactional id → last producer id, and the highest leader epoch, up to ``start``."""
     if start is None:
-        return {"known": {}, "max_epoch": -1, "next_offset": None}
+        return CoordinatorReplay()
     with _MEMO_LOCK:
         memo = _MEMO.get(part.path)
     if memo is not None and memo[0] == start:
         return memo[1]
-    acc: dict[str, Any] = {"known": {}, "max_epoch": -1, "next_offset": None}
+    acc = CoordinatorReplay()
     for c in _prefix_chunks(part, start):
         recs, scan = decode_txn_log_segment(_read(c), validate_crc=validate_crc, source=c.path,
                                             base_position=c.start)
-        _fold_txn(acc, recs, scan)
+        acc.fold(recs, *_txn_extent(scan))
     return acc
 
 
-def _fold_txn(acc: dict[str, Any], recs: list[dict[str, Any]], scan: BatchScan) -> None:
-    for r in recs:
-        if r["tombstone"]:
-            acc["known"].pop(r["transactional_id"], None)
-        else:
-            acc["known"][r["transactional_id"]] = r["producer_id"]
-    if len(scan):
-        acc["max_epoch"] = max(acc["max_epoch"], int(scan.columns["partition_leader_epoch"].max()))
-        acc["next_offset"] = scan.next_offset
+def _txn_extent(scan: BatchScan) -> tuple[int, int | None]:
+    """(highest partitionLeaderEpoch, next offset) of a scanned ``__transaction_state`` range."""
+    if not len(scan):
+        return -1, None
+    return int(scan.columns["partition_leader_epoch"].max()), scan.next_offset
 
 
 def read_range(
@@ -317,58 +314,47 @@ def read_range(
     source: str = "segments",
 ) -> pd.DataFrame:
     """Events of one planned read of one partition, ending with its progress row."""
-    frames: list[pd.DataFrame] = []
     gaps: list[dict[str, Any]] = []
     common = dict(source=source, cluster=cluster, event_time_ms=clock_ms)
     segs = segments(part)
     log_start = segs[0][0] if segs else None
+    # A seed snapshot means the producers' history before it is summarised, not read: the
+    # "log-start" coordinator-epoch rule (detection.md §4.2) must not apply then.
+    ctx = ReadContext(part.topic, part.partition, source, cluster, clock_ms,
+                      from_log_start=part.is_txn_state or seed_snapshot(part) is None)
+    where = _where(part, end)
     if part.is_txn_state:
-        acc = _txn_prefix(part, start, validate_crc)
-        acc = {**acc, "known": dict(acc["known"])}
+        acc = _txn_prefix(part, start, validate_crc).copy()
+        pieces = []
         for c in chunks:
             recs, scan = decode_txn_log_segment(_read(c), validate_crc=validate_crc, source=c.path,
                                                 base_position=c.start)
-            ev = txn_state_events(recs, partition=part.partition, source_position=f"{part.name}/{os.path.basename(c.path)}",
-                                  **common)
-            frames.append(route_coordinator_records(ev, acc["known"]))
-            _fold_txn(acc, [], scan)
+            pieces.append(TxnPiece(recs, f"{part.name}/{os.path.basename(c.path)}", *_txn_extent(scan)))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
-        hw = acc["next_offset"]
-        prog = progress_event(topic=part.topic, partition=part.partition, high_watermark=hw, lso=hw,
-                              log_start_offset=log_start, source_position=_where(part, end), **common)
-        prog["coordinator_epoch"] = acc["max_epoch"]
-        if end is not None:
-            with _MEMO_LOCK:
-                _MEMO[part.path] = (end, acc)
+        out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where)
+        memo = acc
     else:
         st = _data_prefix(part, start, validate_crc)
         st = PartitionState(producers={k: _copy(v) for k, v in st.producers.items()}, next_offset=st.next_offset)
+        seed = None
         if start is None:
             snap = seed_snapshot(part)
             if snap is not None:
                 s = decode_snapshot(open(snap[1], "rb").read(), source=snap[1])
-                frames.append(snapshot_events(s.entries, topic=part.topic, partition=part.partition,
-                                              snapshot_offset=snap[0], source_position=f"{part.name}/{os.path.basename(snap[1])}",
-                                              **common))
+                seed = SnapshotSeed(s.entries, snap[0], f"{part.name}/{os.path.basename(snap[1])}")
                 gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in s.errors]
+        pieces = []
         for c in chunks:
             scan = _scan(c, _read(c), validate_crc)
-            frames.append(data_events(scan.columns, topic=part.topic, partition=part.partition,
-                                      source_position=f"{part.name}/{os.path.basename(c.path)}", **common))
-            st.apply(scan.columns, scan.columns["crc_valid"] != 0)
+            pieces.append(BatchPiece(scan.columns, f"{part.name}/{os.path.basename(c.path)}"))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
-        hw = st.next_offset
-        prog = progress_event(topic=part.topic, partition=part.partition, high_watermark=hw,
-                              lso=st.lso(hw), log_start_offset=log_start, source_position=_where(part, end), **common)
-        if end is not None:
-            with _MEMO_LOCK:
-                _MEMO[part.path] = (end, st)
-    frames.append(to_frame(gaps + [prog]))
-    out = pd.concat([f for f in frames if len(f)], ignore_index=True) if frames else to_frame([])
-    # A seed snapshot means the producers' history before it is summarised, not read: the
-    # "log-start" coordinator-epoch rule (detection.md §4.2) must not apply then.
-    out["from_log_start"] = part.is_txn_state or seed_snapshot(part) is None
-    return to_frame(out)
+        out = data_partition_events(ctx, pieces, state=st, seed=seed, gaps=gaps, log_start_offset=log_start,
+                                    progress_position=where)
+        memo = st
+    if end is not None:
+        with _MEMO_LOCK:
+            _MEMO[part.path] = (end, memo)
+    return out
 
 
 def _where(part: PartitionDir, end: tuple[int, int] | None) -> str:

@@ -2,7 +2,7 @@
 
 Pure Python, no Spark. Written from the spec, verified byte-for-byte against real broker bytes
 (``tests/test_encode.py`` re-encodes every vector in ``tests/fixtures/samples``). Used by the
-scenario writer (``streaming.scenarios``), the demo and the benchmarks to produce broker-shaped
+cluster simulator (``streaming.simulate``), the demo and the benchmarks to produce broker-shaped
 log directories, and by tests to build corner cases the real samples do not cover.
 
 What is covered:

@@ -1,0 +1,756 @@
+"""Named scenarios: broker-shaped log directories plus the findings a detector must report.
+
+Each scenario drives a :class:`~streaming.simulate.cluster_log.ClusterLog` (:data:`SCENARIOS`,
+:func:`write_scenario`) and states the findings a detector must report (``Scenario.expected``),
+derived from ``spec/detection.md`` §3-§4 by the scenario author, not by running a detector.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streaming.simulate.broker_state import TXN_ID_EXPIRATION_MS, ScenarioError
+from streaming.simulate.cluster_log import ClusterLog
+from udfs.partitioning import txn_state_partition
+
+DEFAULT_MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms default
+DEFAULT_PADDING_MS = 300_000
+DEFAULT_THRESHOLD_MS = DEFAULT_MAX_TIMEOUT_MS + DEFAULT_PADDING_MS
+# How far past the threshold scenarios move the clock before the final write, so that a
+# transaction a detector fails to close shows up as a (false) finding.
+AGE_MS = 25 * 60_000
+
+
+@dataclass
+class Scenario:
+    """A written scenario: where, the evaluation clock and the findings a detector must report.
+
+    ``expected``: one dict per finding at ``as_of_ms`` with default thresholds
+    (``max_timeout_ms`` 900000 + ``padding_ms`` 300000), keys ``status`` (late|hanging),
+    ``cause``, ``topic``, ``partition``, ``producer_id``, ``producer_epoch`` (highest epoch of the
+    producer on that partition), ``first_offset``, ``coordinator_epoch`` / ``coordinator_epoch_source``
+    (detection.md §4 with the whole log dir read from offset 0) and ``verified``.
+    """
+
+    name: str
+    root: Path
+    as_of_ms: int
+    expected: list[dict[str, Any]]
+    description: str = ""
+    cluster: ClusterLog | None = field(default=None, repr=False)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def finding(
+    status: str,
+    cause: str,
+    topic: str,
+    partition: int,
+    producer_id: int,
+    producer_epoch: int,
+    first_offset: int,
+    coordinator_epoch: int,
+    coordinator_epoch_source: str,
+    verified: bool = True,
+) -> dict[str, Any]:
+    """One expected finding (see :class:`Scenario`)."""
+    return {
+        "status": status,
+        "cause": cause,
+        "topic": topic,
+        "partition": partition,
+        "producer_id": producer_id,
+        "producer_epoch": producer_epoch,
+        "first_offset": first_offset,
+        "coordinator_epoch": coordinator_epoch,
+        "coordinator_epoch_source": coordinator_epoch_source,
+        "verified": verified,
+    }
+
+
+def finding_from_log(
+    c: ClusterLog, status: str, cause: str, topic: str, partition: int, producer_id: int, first_offset: int
+) -> dict[str, Any]:
+    """An expected finding whose epochs are read off the written log (:meth:`ClusterLog.abort_params`).
+
+    For scenarios whose layout is random, where the author cannot write the numbers down; the
+    named scenarios state them as literals so that ``tests/test_scenarios.py`` can check the two
+    against each other. Call it once the producer has written its last batch on the partition.
+    """
+    ap = c.abort_params(topic, partition, producer_id)
+    return finding(
+        status,
+        cause,
+        topic,
+        partition,
+        producer_id,
+        ap["producer_epoch"],
+        first_offset,
+        ap["coordinator_epoch"],
+        ap["coordinator_epoch_source"],
+    )
+
+
+def _cluster(root: Path, seed: int, base_time_ms: int, **kw: Any) -> ClusterLog:
+    kw.setdefault("coordinator_epoch", 3)
+    return ClusterLog(root, base_time_ms, seed=seed, **kw)
+
+
+def _finish(
+    c: ClusterLog, name: str, expected: list[dict[str, Any]], description: str, **notes: Any
+) -> Scenario:
+    """Age everything past the alert threshold, then a last healthy transaction so that the
+    newest timestamp (the evaluation clock) is a ``__transaction_state`` record: the coordinator
+    view is read up to ``as_of_ms``."""
+    c.advance(AGE_MS)
+    hb = c.producer("txnwatch-heartbeat", 0)
+    hb.begin()
+    hb.send("heartbeat", 0, 1)
+    hb.commit()
+    c.flush()
+    return Scenario(name, c.root, c.max_timestamp, expected, description, c, dict(notes))
+
+
+def _find_ids(prefix: str, txn_partition: int, n: int, partitions: int = 50) -> list[str]:
+    """Deterministic transactional ids that share one ``__transaction_state`` partition."""
+    out, i = [], 0
+    while len(out) < n:
+        tid = f"{prefix}-{i}"
+        if txn_state_partition(tid, partitions) == txn_partition:
+            out.append(tid)
+        i += 1
+    return out
+
+
+def scenario_commit(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
+    """TV0 producer commits a transaction over three partitions (one gzip batch), with a plain
+    and an idempotent producer on the same partitions. No finding."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=5)
+    c.create_topic("payments", 1, leader_epoch=2)
+    p = c.producer("order-service", 0)
+    p.begin()
+    p.send("orders", 0, 3)
+    p.send("orders", 1, 2, compressed=True)
+    p.send("payments", 0, 1)
+    c.produce("orders", 0, 2)
+    c.idempotent_producer().send("orders", 1, 4)
+    p.send("orders", 0, 1)
+    p.commit()
+    return _finish(c, "commit", [], "TV0 commit across 3 partitions")
+
+
+def scenario_client_abort(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
+    """Client aborts: TV0 (same-epoch ABORT markers) and TV1 (flexible v1 values) commit then
+    abort. No finding."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=1)
+    p0 = c.producer("abort-v0", 0)
+    p0.begin()
+    p0.send("orders", 0, 2)
+    p0.send("orders", 1, 1)
+    p0.abort()
+    p0.begin()
+    p0.send("orders", 0, 1)
+    p0.commit()
+    p1 = c.producer("abort-v1", 1)
+    p1.begin()
+    p1.send("orders", 1, 3, compressed=True)
+    p1.commit()
+    p1.begin()
+    p1.send("orders", 1, 1)
+    p1.send("orders", 0, 1)
+    p1.abort()
+    return _finish(c, "client-abort", [], "client aborts under TV0 and TV1")
+
+
+def scenario_timeout_abort(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
+    """The coordinator aborts timed-out transactions with epoch E+1 (markers E+1) for a TV0 and a
+    TV2 producer; both re-initialise (E+2) and commit again. No finding."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("events", 2, leader_epoch=4)
+    a = c.producer("slow-v0", 0, timeout_ms=60_000)
+    b = c.producer("slow-v2", 2, timeout_ms=30_000)
+    a.begin()
+    a.send("events", 0, 2)
+    a.send("events", 1, 1)
+    b.begin()
+    b.send("events", 0, 1)
+    c.advance(61_000)
+    a.timeout_abort()
+    b.timeout_abort()
+    a.reinit()
+    b.reinit()
+    a.begin()
+    a.send("events", 0, 1)
+    a.commit()
+    b.begin()
+    b.send("events", 0, 2)
+    b.commit()
+    return _finish(c, "timeout-abort", [], "coordinator timeout aborts with epoch bump, TV0 and TV2")
+
+
+def scenario_fenced(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
+    """A new instance fences a producer with an open transaction: PrepareAbort E+1, ABORT
+    markers E+1, CompleteAbort, Empty E+2; the new instance commits with E+2. No finding."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("ledger", 2, leader_epoch=6)
+    old = c.producer("ledger-writer", 0)
+    old.begin()
+    old.send("ledger", 0, 2)
+    old.send("ledger", 1, 2)
+    new = old.fence()
+    new.begin()
+    new.send("ledger", 0, 1)
+    new.commit()
+    # the zombie's late write is rejected on partitions where the E+1 marker landed
+    try:
+        old.zombie_send("ledger", 1, 1)
+    except ScenarioError:
+        pass
+    else:  # pragma: no cover - the broker check must reject it
+        raise ScenarioError("fenced zombie write was accepted")
+    return _finish(c, "fenced", [], "new instance fences an open transaction")
+
+
+def scenario_tv2_epoch_walk(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
+    """TV2: every commit/abort bumps the epoch; markers carry E+1 and the next transaction's data
+    uses that same E+1; an abort without data (PrepareAbort from CompleteCommit) bumps too. No finding."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=7)
+    p = c.producer("tv2-app", 2)
+    p.begin()
+    p.send("orders", 0, 2)
+    p.commit()  # data e0, markers e1
+    p.begin()
+    p.send("orders", 0, 1)
+    p.abort()  # data e1, markers e2
+    p.begin()
+    p.send("orders", 0, 1)
+    p.send("orders", 1, 2)
+    p.commit()  # e2 -> e3
+    p.begin()
+    p.send("orders", 1, 3, compressed=True)
+    p.commit()  # e3 -> e4
+    p.abort(empty=True)  # e4 -> e5, no markers
+    p.begin()
+    p.send("orders", 0, 1)
+    p.commit()  # e5 -> e6
+    return _finish(c, "tv2-epoch-walk", [], "TV2 epoch walk e0..e6")
+
+
+def scenario_pid_rotation(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
+    """TV2 epoch overflow: data with epoch 32766 is committed with PrepareCommit (pid P, epoch
+    32767, NextProducerId P'), markers P/32767, CompleteCommit (P', epoch 0, PreviousProducerId P);
+    the next transaction writes P'/0. No finding."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 1, leader_epoch=2)
+    p = c.producer("rotating-app", 2, initial_epoch=32764)
+    for n in (1, 2, 1):
+        p.begin()
+        p.send("orders", 0, n)
+        p.commit()  # 32764 -> 32765 -> 32766 -> rotation
+    p.begin()
+    p.send("orders", 0, 2)
+    p.commit()
+    return _finish(c, "pid-rotation", [], "TV2 producer-id rotation at epoch 32767")
+
+
+def scenario_write_after_marker(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """KAFKA-9144: a TV0 producer commits; a late batch of the same epoch lands right after the
+    COMMIT marker on orders-0 (broker < 3.6). The producer keeps working on orders-1 only.
+    Expected: hanging / write-after-marker, coordinator epoch of the last marker (3)."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=5)
+    p = c.producer("late-writer", 0)
+    p.begin()
+    p.send("orders", 0, 2)
+    p.send("orders", 1, 2)
+    p.commit()
+    late = p.zombie_send("orders", 0, 1)
+    c.produce("orders", 0, 1)
+    for _ in range(2):
+        p.begin()
+        p.send("orders", 1, 1)
+        p.commit()
+    exp = [
+        finding("hanging", "write-after-marker", "orders", 0, p.producer_id, 0, late, 3, "last-marker"),
+    ]
+    return _finish(c, "write-after-marker", exp, "late write after the COMMIT marker")
+
+
+def scenario_failover_write_after_marker(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Like write-after-marker, but the coordinator fails over (epoch 3 → 4) after the marker:
+    the legacy abort must use the coordinator epoch the broker holds (3, from the last marker)."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=1)
+    p = c.producer("failover-late", 0)
+    p.begin()
+    p.send("orders", 0, 1)
+    p.commit()
+    c.failover_coordinator("failover-late")
+    late = p.zombie_send("orders", 0, 2)
+    p.begin()
+    p.send("orders", 1, 1)
+    p.commit()  # markers now carry coordinator epoch 4
+    exp = [finding("hanging", "write-after-marker", "orders", 0, p.producer_id, 0, late, 3, "last-marker")]
+    return _finish(c, "failover-write-after-marker", exp, "late write, coordinator failover 3->4")
+
+
+def scenario_partition_never_added(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Pre-KIP-890 broker accepts transactional data for payments-0, which the producer never
+    added; the commit writes markers only to orders-0. Expected: hanging /
+    coordinator-finished-without-partition, log-start coordinator epoch 0."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 1, leader_epoch=3)
+    c.create_topic("payments", 1, leader_epoch=8)
+    p = c.producer("forgetful-app", 0)
+    p.begin()
+    p.send("orders", 0, 2)
+    first = p.send("payments", 0, 1, add_partition=False)
+    p.send("payments", 0, 2, compressed=True, add_partition=False)
+    p.commit()
+    p.begin()
+    p.send("orders", 0, 1)
+    p.commit()
+    exp = [
+        finding(
+            "hanging",
+            "coordinator-finished-without-partition",
+            "payments",
+            0,
+            p.producer_id,
+            0,
+            first,
+            0,
+            "log-start",
+        )
+    ]
+    return _finish(c, "partition-never-added", exp, "data for a partition never added to the transaction")
+
+
+def scenario_txn_id_expired(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
+    """A zombie batch opened a transaction on audit-0, a partition the coordinator never knew;
+    a week later the coordinator expires the (CompleteCommit) id together with another idle id
+    of the same ``__transaction_state`` partition (one tombstone batch with two records).
+    Expected: hanging / coordinator-unaware."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 1, leader_epoch=2)
+    c.create_topic("audit", 1, leader_epoch=0)
+    tid, other = _find_ids("legacy-app", 17, 2)
+    p = c.producer(tid, 0)
+    q = c.producer(other, 0)
+    p.begin()
+    p.send("orders", 0, 1)
+    p.commit()
+    first = p.zombie_send("audit", 0, 2)
+    q.begin()
+    q.send("orders", 0, 1)
+    q.commit()
+    c.advance(TXN_ID_EXPIRATION_MS)
+    c.expire(tid, other)
+    exp = [finding("hanging", "coordinator-unaware", "audit", 0, p.producer_id, 0, first, 0, "log-start")]
+    return _finish(c, "txn-id-expired", exp, "transactional id expired while a zombie txn is open")
+
+
+def scenario_markers_pending(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
+    """PrepareCommit is written but the markers never are (broker/network trouble). Both
+    partitions are late / markers-pending (never an abort); orders-0 had an earlier marker."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=4)
+    p = c.producer("stuck-markers", 0)
+    p.begin()
+    p.send("orders", 0, 1)
+    p.commit()
+    p.begin()
+    f0 = p.send("orders", 0, 2)
+    f1 = p.send("orders", 1, 1)
+    p.send("orders", 0, 1)
+    p.commit(markers=[])
+    pid = p.producer_id
+    exp = [
+        finding("late", "markers-pending", "orders", 0, pid, 0, f0, 3, "last-marker"),
+        finding("late", "markers-pending", "orders", 1, pid, 0, f1, 0, "log-start"),
+    ]
+    return _finish(c, "markers-pending", exp, "PrepareCommit without markers")
+
+
+def scenario_coordinator_stuck(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """An Ongoing transaction (timeout 60 s) that the coordinator never aborts: 25+ minutes later
+    ``now - start > timeout + padding``. Expected: late / coordinator-stuck."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 1, leader_epoch=0)
+    p = c.producer("never-timed-out", 1)
+    p.begin()
+    first = p.send("orders", 0, 3)
+    exp = [finding("late", "coordinator-stuck", "orders", 0, p.producer_id, 0, first, 0, "log-start")]
+    return _finish(c, "coordinator-stuck", exp, "Ongoing transaction the coordinator does not abort")
+
+
+def scenario_long_transaction(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """A producer with ``transaction.timeout.ms`` = 1 h (broker max raised) whose clock is 10 min
+    behind the coordinator's. The threshold is max(900000, 3600000) + 300000 = 3.9 M ms; at the
+    evaluation time ``now - first_ts`` ≈ 4.3 M ms (a finding) but ``now - start`` ≈ 3.7 M ms ≤
+    timeout + padding (not stuck). Expected: late / long-transaction."""
+    timeout, skew = 3_600_000, -600_000
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("reports", 1, leader_epoch=1)
+    p = c.producer("nightly-report", 0, timeout_ms=timeout, clock_skew_ms=skew)
+    p.begin()
+    first = p.send("reports", 0, 5)
+    start = c.txn_metadata("nightly-report").start_ms
+    c.advance(timeout + DEFAULT_PADDING_MS - 100_000 - AGE_MS)
+    exp = [finding("late", "long-transaction", "reports", 0, p.producer_id, 0, first, 0, "log-start")]
+    sc = _finish(c, "long-transaction", exp, "long transaction within its (raised) timeout + padding")
+    first_ts = c.batches("reports", 0)[0].base_timestamp
+    if not sc.as_of_ms - start <= timeout + DEFAULT_PADDING_MS < sc.as_of_ms - first_ts:  # pragma: no cover
+        raise ScenarioError("long-transaction timing does not satisfy its own premise")
+    return sc
+
+
+def scenario_coordinator_failover(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Coordinator failover mid-commit: PrepareCommit under epoch 3, COMMIT reaches orders-0 with
+    coordinator epoch 3, then the ``__transaction_state`` leader changes (epoch 4); the new
+    coordinator resends markers to both partitions (a duplicate on orders-0) and writes
+    CompleteCommit with partitionLeaderEpoch 4. Later transactions use 4. No finding."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=9)
+    p = c.producer("failover-app", 0)
+    other = c.producer("bystander", 2)
+    p.begin()
+    p.send("orders", 0, 2)
+    p.send("orders", 1, 1)
+    other.begin()
+    other.send("orders", 1, 1)
+    p.commit(markers=[("orders", 0)])
+    c.failover_coordinator("failover-app")
+    c.write_markers("failover-app")
+    other.commit()
+    c.bump_leader_epoch("orders", 1)  # a data-partition leader change too
+    p.begin()
+    p.send("orders", 1, 1)
+    p.commit()
+    return _finish(c, "coordinator-failover", [], "coordinator epoch bump 3->4 during a commit")
+
+
+def scenario_compacted_empty_control(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """A compacted changelog: the cleaner removed the data of a committed (superseded) and of an
+    aborted transaction and, past the delete horizon, their marker records, leaving count-0
+    control batches. A later transaction in the active segment commits normally. No finding."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("store-changelog", 1, leader_epoch=2, compacted=True)
+    p = c.producer("stream-app", 0)
+    q = c.producer("stream-app-2", 1)
+    c.produce("store-changelog", 0, 1)
+    p.begin()
+    p.send("store-changelog", 0, 3)
+    q.begin()
+    q.send("store-changelog", 0, 2)
+    p.send("store-changelog", 0, 1)
+    p.commit()
+    q.abort()
+    c.roll("store-changelog", 0)
+    c.produce("store-changelog", 0, 1)
+    p.begin()
+    p.send("store-changelog", 0, 2)
+    p.commit()
+    c.roll("store-changelog", 0)
+    c.produce("store-changelog", 0, 1)
+    c.compact("store-changelog", 0, delete_horizon_passed=True)
+    p.begin()
+    p.send("store-changelog", 0, 1)
+    p.commit()
+    return _finish(c, "compacted-empty-control", [], "empty control batches left by the cleaner")
+
+
+def scenario_txn_state_compacted(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """``__transaction_state`` compacted: older records per transactional id removed, an expired
+    id's tombstone removed after the delete horizon. Findings survive compaction: a partition
+    never added (hanging / coordinator-finished-without-partition) and a zombie transaction of the
+    vanished id (hanging / coordinator-unaware)."""
+    c = _cluster(root, seed, base_time_ms, segment_bytes=1 << 20)
+    c.create_topic("orders", 2, leader_epoch=3)
+    ids = _find_ids("compacted-app", 7, 3)
+    busy = c.producer(ids[0], 0)
+    forgetful = c.producer(ids[1], 1)
+    gone = c.producer(ids[2], 0)
+    for _ in range(3):
+        busy.begin()
+        busy.send("orders", 0, 1)
+        busy.commit()
+    forgetful.begin()
+    forgetful.send("orders", 0, 1)
+    nf = forgetful.send("orders", 1, 1, add_partition=False)
+    forgetful.commit()
+    gone.begin()
+    gone.send("orders", 0, 1)
+    gone.commit()
+    zf = gone.zombie_send("orders", 1, 1)
+    c.advance(TXN_ID_EXPIRATION_MS)
+    c.expire(ids[2])
+    c.roll("__transaction_state", 7)
+    busy.begin()
+    busy.send("orders", 0, 1)
+    busy.commit()
+    c.compact("__transaction_state", 7, delete_horizon_passed=True)
+    exp = [
+        finding(
+            "hanging",
+            "coordinator-finished-without-partition",
+            "orders",
+            1,
+            forgetful.producer_id,
+            0,
+            nf,
+            0,
+            "log-start",
+        ),
+        finding("hanging", "coordinator-unaware", "orders", 1, gone.producer_id, 0, zf, 0, "log-start"),
+    ]
+    return _finish(c, "txn-state-compacted", exp, "__transaction_state after compaction")
+
+
+def scenario_healthy_mix(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
+    """Everything that must *not* alert: TV0/TV1/TV2 producers, commits and aborts, a timeout
+    abort, fencing, idempotent and plain batches, gzip, a LogAppendTime topic, legacy v1
+    messages from an old broker, leader changes, small segments with snapshots at every roll,
+    and a few transactions still open but younger than the threshold."""
+    c = _cluster(root, seed, base_time_ms, segment_bytes=4096, snapshot_on_roll=True)
+    rng = random.Random(seed)
+    c.create_topic("orders", 3, leader_epoch=5)
+    c.create_topic("clicks", 2, leader_epoch=1, log_append_time=True)
+    c.produce_legacy("orders", 2, 3, magic=1)
+    producers = [c.producer(f"healthy-{i}", i % 3) for i in range(6)]
+    idem = c.idempotent_producer()
+    tps = [("orders", 0), ("orders", 1), ("orders", 2), ("clicks", 0), ("clicks", 1)]
+    for rnd in range(40):
+        p = producers[rng.randrange(len(producers))]
+        p.begin()
+        for tp in rng.sample(tps, rng.randint(1, 3)):
+            p.send(*tp, rng.randint(1, 6), compressed=rng.random() < 0.3)
+        if rng.random() < 0.2:
+            idem.send(*rng.choice(tps), rng.randint(1, 4))
+        if rng.random() < 0.2:
+            c.produce(*rng.choice(tps), rng.randint(1, 3), compressed=rng.random() < 0.5)
+        if rng.random() < 0.8:
+            p.commit()
+        else:
+            p.abort()
+        if rnd == 15:
+            c.bump_leader_epoch("orders", 1)
+        if rnd == 25:
+            i = rng.randrange(len(producers))
+            producers[i].begin()
+            producers[i].send("orders", 0, 1)
+            producers[i] = producers[i].fence()
+        if rnd == 30:
+            s = producers[0]
+            s.begin()
+            s.send("clicks", 1, 2)
+            c.advance(61_000)
+            s.timeout_abort()
+            s.reinit()
+        c.advance(rng.randint(0, 2_000))
+    c.advance(AGE_MS)
+    # still open at the end but young: "open", not a finding
+    for p in producers[:3]:
+        p.begin()
+        p.send("orders", 0, 1)
+    c.advance(1_000)
+    hb = c.producer("txnwatch-heartbeat", 0)
+    hb.begin()
+    hb.send("heartbeat", 0, 1)
+    hb.commit()
+    c.flush()
+    return Scenario("healthy-mix", c.root, c.max_timestamp, [], "healthy mix, nothing to report", c)
+
+
+def scenario_random_mix(
+    root: Path,
+    *,
+    seed: int = 0,
+    base_time_ms: int = 1_700_000_000_000,
+    target_bytes: int = 200 << 20,
+    topics: int = 4,
+    partitions: int = 4,
+    producers: int = 40,
+    segment_bytes: int = 4 << 20,
+    records_per_batch: tuple[int, ...] = (1, 5, 20, 50, 100, 200),
+    value_sizes: tuple[int, ...] = (100, 400),
+    faults: int = 1,
+) -> Scenario:
+    """A large randomized cluster log for benchmarks: ``target_bytes`` of data over
+    ``topics`` × ``partitions`` partitions from ``producers`` transactional producers (TV0/1/2),
+    idempotent and plain producers, gzip on some batches, occasional timeout aborts and fencing.
+    ``faults`` instances of each fault kind are injected at the start (write-after-marker,
+    partition-never-added, markers-pending, coordinator-stuck) with dedicated transactional ids
+    that are never used again, so their expected findings are known exactly. Batches are built
+    from cached record blobs (bytes joins), so writing runs at disk speed."""
+    c = _cluster(
+        root,
+        seed,
+        base_time_ms,
+        segment_bytes=segment_bytes,
+        coordinator_epochs={n: (n * 7 + seed) % 6 for n in range(50)},
+    )
+    rng = random.Random(seed)
+    names = [f"topic-{i}" for i in range(topics)]
+    for t in names:
+        c.create_topic(
+            t, partitions, leader_epoch=rng.randint(0, 9), log_append_time=(t == names[-1] and topics > 1)
+        )
+    tps = [(t, p) for t in names for p in range(partitions)]
+    expected: list[dict[str, Any]] = []
+
+    def fault_tp() -> tuple[str, int]:
+        return tps[rng.randrange(len(tps))]
+
+    for k in range(faults):
+        # write-after-marker
+        p = c.producer(f"fault-late-{k}", 0)
+        tp = fault_tp()
+        p.begin()
+        p.send(*tp, 2)
+        p.commit()
+        off = p.zombie_send(*tp, 1)
+        expected.append(finding_from_log(c, "hanging", "write-after-marker", *tp, p.producer_id, off))
+        # partition-never-added: make sure the two partitions differ
+        p = c.producer(f"fault-unadded-{k}", 1)
+        tp1 = fault_tp()
+        tp2 = next(x for x in tps[rng.randrange(len(tps)) :] + tps if x != tp1)
+        p.begin()
+        p.send(*tp1, 1)
+        off = p.send(*tp2, 3, add_partition=False)
+        p.commit()
+        expected.append(finding_from_log(c, "hanging", "coordinator-finished-without-partition", *tp2, p.producer_id, off))
+        # markers-pending
+        p = c.producer(f"fault-pending-{k}", 0)
+        tp = fault_tp()
+        p.begin()
+        off = p.send(*tp, 2)
+        p.commit(markers=[])
+        expected.append(finding_from_log(c, "late", "markers-pending", *tp, p.producer_id, off))
+        # coordinator-stuck
+        p = c.producer(f"fault-stuck-{k}", 0)
+        tp = fault_tp()
+        p.begin()
+        off = p.send(*tp, 1)
+        expected.append(finding_from_log(c, "late", "coordinator-stuck", *tp, p.producer_id, off))
+
+    prods = [
+        c.producer(f"app-{i}", rng.choice((0, 0, 1, 2)), initial_epoch=rng.randint(0, 50))
+        for i in range(producers)
+    ]
+    idems = [c.idempotent_producer() for _ in range(max(1, producers // 8))]
+    while c.bytes_written < target_bytes:
+        r = rng.random()
+        if r < 0.1:
+            idems[rng.randrange(len(idems))].send(
+                *tps[rng.randrange(len(tps))], rng.choice(records_per_batch), compressed=rng.random() < 0.3
+            )
+            continue
+        if r < 0.2:
+            c.append_data(
+                *tps[rng.randrange(len(tps))],
+                rng.choice(records_per_batch),
+                value_size=rng.choice(value_sizes),
+                compressed=rng.random() < 0.3,
+            )
+            continue
+        i = rng.randrange(len(prods))
+        p = prods[i]
+        p.begin()
+        for tp in rng.sample(tps, rng.randint(1, 3)):
+            for _ in range(rng.randint(1, 3)):
+                p.send(
+                    *tp,
+                    rng.choice(records_per_batch),
+                    value_size=rng.choice(value_sizes),
+                    compressed=rng.random() < 0.25,
+                )
+        x = rng.random()
+        if x < 0.85:
+            p.commit()
+        elif x < 0.97:
+            p.abort()
+        elif x < 0.985:
+            c.advance(p.meta.timeout_ms + 1)
+            p.timeout_abort()
+            p.reinit()
+        else:
+            prods[i] = p.fence()
+    return _finish(
+        c, "random-mix", expected, f"randomized mix, {c.bytes_written} bytes", bytes_written=c.bytes_written
+    )
+
+
+SCENARIOS: dict[str, Callable[..., Scenario]] = {
+    "commit": scenario_commit,
+    "client-abort": scenario_client_abort,
+    "timeout-abort": scenario_timeout_abort,
+    "fenced": scenario_fenced,
+    "tv2-epoch-walk": scenario_tv2_epoch_walk,
+    "pid-rotation": scenario_pid_rotation,
+    "write-after-marker": scenario_write_after_marker,
+    "failover-write-after-marker": scenario_failover_write_after_marker,
+    "partition-never-added": scenario_partition_never_added,
+    "txn-id-expired": scenario_txn_id_expired,
+    "markers-pending": scenario_markers_pending,
+    "coordinator-stuck": scenario_coordinator_stuck,
+    "long-transaction": scenario_long_transaction,
+    "coordinator-failover": scenario_coordinator_failover,
+    "compacted-empty-control": scenario_compacted_empty_control,
+    "txn-state-compacted": scenario_txn_state_compacted,
+    "healthy-mix": scenario_healthy_mix,
+    "random-mix": scenario_random_mix,
+}
+
+# Scenarios whose ``expected`` is non-empty.
+POSITIVE_SCENARIOS = frozenset(
+    {
+        "write-after-marker",
+        "failover-write-after-marker",
+        "partition-never-added",
+        "txn-id-expired",
+        "markers-pending",
+        "coordinator-stuck",
+        "long-transaction",
+        "txn-state-compacted",
+        "random-mix",
+    }
+)
+
+
+def write_scenario(
+    name: str, root: str | Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000, **params: Any
+) -> Scenario:
+    """Write the named scenario under ``root`` (must be empty or absent) and return it.
+    ``params`` go to the scenario function (e.g. ``target_bytes`` for ``random-mix``)."""
+    try:
+        fn = SCENARIOS[name]
+    except KeyError:
+        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
+    root = Path(root)
+    if root.exists() and any(root.iterdir()):
+        raise ScenarioError(f"{root} is not empty")
+    return fn(root, seed=seed, base_time_ms=base_time_ms, **params)

@@ -1,0 +1,38 @@
+"""The operator status page (docs/runbook.md "Status page").
+
+:mod:`~streaming.ui.store` keeps what the page shows (fed by the job's ``on_batch`` callback or
+by an alerts feed), :mod:`~streaming.ui.render` turns it into HTML/JSON with the Jinja2 templates
+of this package, :mod:`~streaming.ui.server` serves it, :mod:`~streaming.ui.feeds` tails an
+alerts file or the alerts topic, :mod:`~streaming.ui.fields` is the one list of alert fields the
+page knows. No Spark here: the job reaches the page only through ``on_batch``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("txnwatch")
+
+
+def serve_for_job(cfg: dict[str, Any], on_batch: list, *, source: str):
+    """Start the page for a running job when ``[ui] enabled``; registers the store's
+    ``observe_batch`` in ``on_batch``. Returns the :class:`~streaming.ui.server.UIServer` or None."""
+    from streaming.ui.settings import UISettings
+
+    settings = UISettings.from_config(cfg)
+    if not settings.enabled:
+        return None
+    from streaming.config import ConfigError
+    from streaming.ui.server import UIServer
+    from streaming.ui.store import FindingStore
+
+    store = FindingStore(mode="job", source=source, stale_after_s=settings.stale_after_s)
+    try:
+        server = UIServer(store, settings)
+    except OSError as exc:
+        raise ConfigError(f"ui.port/ui.bind: cannot listen on {settings.bind}:{settings.port}: "
+                          f"{exc.strerror or exc}") from None
+    on_batch.append(store.observe_batch)
+    log.warning("status page on %s", server.url)
+    return server

@@ -1,0 +1,47 @@
+"""``txnwatch ui``: the status page for a job that runs elsewhere (alerts file or topic)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+from streaming.ui.feeds import JsonlTail, TopicFeed
+from streaming.ui.server import UIServer
+from streaming.ui.settings import UISettings
+from streaming.ui.store import FindingStore
+
+log = logging.getLogger("txnwatch")
+
+
+def run_ui(cfg: dict[str, Any], *, alerts_path: str | None, stop_event: threading.Event | None = None,
+           on_ready=None) -> int:
+    """Serve until SIGTERM/SIGINT (or ``stop_event``). ``alerts_path`` → follow that JSONL file,
+    else read the config's alerts topic. ``on_ready(server)`` is called once it serves."""
+    settings = UISettings.from_config(cfg)
+    if alerts_path:
+        store = FindingStore(mode="feed", source=f"alerts file {alerts_path}", stale_after_s=settings.stale_after_s)
+        feed: JsonlTail | TopicFeed = JsonlTail(alerts_path, store)
+    else:
+        store = FindingStore(mode="feed", source=f"alerts topic {cfg['sinks']['kafka_topic']}",
+                             stale_after_s=settings.stale_after_s)
+        feed = TopicFeed(cfg, store)
+    stop = stop_event or threading.Event()
+
+    def _on_signal(signum, _frame):
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+    reader = threading.Thread(target=feed.run, name="txnwatch-ui-feed", daemon=True)
+    reader.start()
+    with UIServer(store, settings) as server:
+        log.warning("status page on %s (reading %s)", server.url, store.source)
+        if on_ready is not None:
+            on_ready(server)
+        stop.wait()
+        feed.stop()
+        reader.join(timeout=15)
+    return 0

@@ -1,0 +1,131 @@
+"""The alerts-topic sink on old and ACL-restricted clusters (issue 11 items 7 and 8).
+
+The fake emulates real releases (tests/broker_api_versions.py): CreateTopics before v4 (Kafka 2.4)
+needs an explicit partition count and replication factor, and InitProducerId without a
+transactional id needs the IDEMPOTENT_WRITE ACL (before 2.8 nothing else grants it).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+from pathlib import Path
+
+import pytest
+
+from streaming.config import load
+from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
+from tests.kafka_fake_broker import FakeKafkaBroker
+
+ALERTS = [{"key": "c/t/0/7/3", "status": "hanging", "n": 1}, {"key": "c/t/0/8/9", "status": "late", "n": 2}]
+
+
+@pytest.fixture(autouse=True)
+def _watchdog():
+    faulthandler.dump_traceback_later(60, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "logs"
+    r.mkdir()
+    return r
+
+
+def sink_for(broker: FakeKafkaBroker, **kw) -> KafkaAlertSink:
+    return KafkaAlertSink(broker.bootstrap_servers, "txnwatch-alerts", request_timeout_ms=5000, **kw)
+
+
+def produced(broker: FakeKafkaBroker) -> int:
+    return broker.partition_state("txnwatch-alerts", 0).high_watermark
+
+
+def create_request(broker: FakeKafkaBroker):
+    (req,) = broker.requests_for("create_topics")
+    (topic,) = req.request.topics
+    return req.version, topic.num_partitions, topic.replication_factor
+
+
+# ------------------------------------------------------------------ 7. CreateTopics before 2.4
+@pytest.mark.parametrize("release", [(2, 3), (2, 4), (4, 0)], ids=lambda v: ".".join(map(str, v)))
+def test_alerts_topic_is_created_with_explicit_partitions_and_replication(root, release):
+    with FakeKafkaBroker(root, broker_version=release, num_nodes=2) as broker:
+        sink = sink_for(broker)
+        sink(ALERTS)
+        sink.close()
+        version, partitions, replication = create_request(broker)
+        assert (partitions, replication) == (1, 2)  # default: min(3, brokers)
+        assert version < 4 if release < (2, 4) else version >= 4  # CreateTopics v4: KIP-464 defaults
+        assert produced(broker) == len(ALERTS)
+
+
+def test_configured_partitions_and_replication_factor_are_used(root):
+    with FakeKafkaBroker(root, broker_version=(2, 3), num_nodes=3) as broker:
+        sink = sink_for(broker, partitions=2, replication_factor=3)
+        sink(ALERTS)
+        sink.close()
+        assert create_request(broker)[1:] == (2, 3)
+        assert broker.topics()["txnwatch-alerts"] == [0, 1]
+
+
+def test_replication_factor_above_the_broker_count_is_a_clear_error(root):
+    with FakeKafkaBroker(root, broker_version=(2, 3)) as broker:
+        with pytest.raises(AlertSinkError, match="txnwatch-alerts.*(INVALID_REPLICATION_FACTOR|InvalidReplicationFactor)"):
+            sink_for(broker, replication_factor=3)(ALERTS)
+
+
+def test_sink_settings_come_from_the_sinks_section():
+    cfg = load(None, env={})
+    cfg["kafka"]["bootstrap_servers"] = "k:9092"
+    sink = KafkaAlertSink.from_config(cfg)
+    assert (sink.partitions, sink.replication_factor, sink.idempotence) == (1, 0, "auto")
+    cfg["sinks"].update(kafka_topic_partitions=4, kafka_topic_replication_factor=2, kafka_idempotence="false")
+    sink = KafkaAlertSink.from_config(cfg)
+    assert (sink.partitions, sink.replication_factor, sink.idempotence) == (4, 2, "false")
+    cfg["sinks"]["kafka_idempotence"] = "maybe"
+    with pytest.raises(ValueError, match="kafka_idempotence"):
+        KafkaAlertSink.from_config(cfg)
+
+
+# ------------------------------------------------------------------ 8. IDEMPOTENT_WRITE before 2.8
+def test_without_idempotent_write_acl_the_sink_falls_back_once_and_says_so(root, caplog):
+    with FakeKafkaBroker(root, broker_version=(2, 7), idempotent_write_acl=False) as broker:
+        sink = sink_for(broker)
+        with caplog.at_level(logging.WARNING, logger="txnwatch"):
+            sink(ALERTS)
+            sink(ALERTS[:1])
+        sink.close()
+        assert produced(broker) == 3
+        inits = broker.requests_for("init_producer_id")
+        assert len(inits) >= 1 and all(r.request.transactional_id is None for r in inits)
+        produces = broker.requests_for("produce")
+        assert produces and all(r.request.acks == -1 for r in produces)
+    notes = [r for r in caplog.records if "IDEMPOTENT_WRITE" in r.getMessage()]
+    assert len(notes) == 1 and "acks=all" in notes[0].getMessage()
+
+
+def test_idempotence_true_refuses_to_fall_back(root):
+    with FakeKafkaBroker(root, broker_version=(2, 7), idempotent_write_acl=False) as broker:
+        with pytest.raises(AlertSinkError, match="IDEMPOTENT_WRITE"):
+            sink_for(broker, idempotence="true")(ALERTS)
+        assert produced(broker) == 0
+
+
+def test_idempotence_false_never_asks_for_a_producer_id(root):
+    with FakeKafkaBroker(root, broker_version=(2, 7), idempotent_write_acl=False) as broker:
+        sink = sink_for(broker, idempotence="false")
+        sink(ALERTS)
+        sink.close()
+        assert produced(broker) == 2 and broker.requests_for("init_producer_id") == []
+
+
+def test_topic_write_acl_is_enough_from_2_8(root, caplog):
+    with FakeKafkaBroker(root, broker_version=(2, 8), idempotent_write_acl=False) as broker:
+        sink = sink_for(broker)
+        with caplog.at_level(logging.WARNING, logger="txnwatch"):
+            sink(ALERTS)
+        sink.close()
+        assert produced(broker) == 2 and len(broker.requests_for("init_producer_id")) == 1
+    assert not [r for r in caplog.records if "IDEMPOTENT_WRITE" in r.getMessage()]
