@@ -49,7 +49,7 @@ def scan(datas: list[bytes]) -> tuple[int, int]:
 
 def one_rep(mb: int, seed: int) -> tuple[float, float, int, list[str]]:
     """Write, load, scan once; returns (write s, scan s, bytes, failed cross-checks)."""
-    from streaming.scenarios import write_scenario
+    from streaming.simulate.scenarios import write_scenario
 
     tmp = Path(tempfile.mkdtemp(prefix="txnwatch-bench-write-"))
     try:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3, help="repetitions; the best time of each side is kept")
     args = ap.parse_args(argv)
 
-    from streaming.scenarios import write_scenario
+    from streaming.simulate.scenarios import write_scenario
 
     warm = Path(tempfile.mkdtemp(prefix="txnwatch-bench-warm-"))
     try:
