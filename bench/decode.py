@@ -158,21 +158,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-cache", action="store_true", help="always write a fresh scenario into a temp dir")
     args = ap.parse_args(argv)
 
+    from importlib.metadata import version
+
+    import crc32c
     import numpy as np
 
-    import udfs.crc
     from udfs.record_batch import scan_batches
 
     print("machine")
     print(f"  cpu:        {cpu_model()} ({os.cpu_count()} logical cores; every decoder runs on one thread)")
     print(f"  python:     {sys.version.split()[0]} ({platform.python_implementation()}), numpy {np.__version__}")
-    try:
-        from importlib.metadata import version
-
-        kp_version = version("kafka-python")
-    except Exception:  # pragma: no cover
-        kp_version = "?"
-    print(f"  crc32c:     {udfs.crc.IMPLEMENTATION}; kafka-python {kp_version}")
+    print(f"  crc32c:     crc32c {version('crc32c')} (hardware CRC: {crc32c.hardware_based}); "
+          f"kafka-python {version('kafka-python')}")
 
     t0 = time.perf_counter()
     root, reused, tmp = prepare_dir(args.mb, args.seed, not args.no_cache)

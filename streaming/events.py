@@ -99,7 +99,6 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("event_time", "timestamp"),
 )
 FIELD_NAMES: tuple[str, ...] = tuple(n for n, _ in EVENT_FIELDS)
-FIELD_TYPES: dict[str, str] = dict(EVENT_FIELDS)
 
 _PANDAS_DTYPES = {
     "string": "object",

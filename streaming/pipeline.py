@@ -78,21 +78,13 @@ def spark_session(app: str = "txnwatch", master: str | None = None, conf: dict[s
 
 
 def register_sources(spark) -> None:
+    from streaming.sources.dumps import DumpsDataSource
+    from streaming.sources.kafka import KafkaDataSource
     from streaming.sources.segments import SegmentsDataSource
 
     spark.dataSource.register(SegmentsDataSource)
-    try:
-        from streaming.sources.dumps import DumpsDataSource
-
-        spark.dataSource.register(DumpsDataSource)
-    except ImportError:  # pragma: no cover - optional until the dumps source exists
-        pass
-    try:
-        from streaming.sources.kafka import KafkaDataSource
-
-        spark.dataSource.register(KafkaDataSource)
-    except ImportError:  # pragma: no cover
-        pass
+    spark.dataSource.register(DumpsDataSource)
+    spark.dataSource.register(KafkaDataSource)
 
 
 def _ms(ts: Any) -> int | None:
@@ -172,7 +164,11 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
     def write(batch_df, batch_id: int) -> None:
         t0 = time.monotonic()
         if batch_id <= enricher.last_batch_id:
-            log.info("micro-batch %s already published; skipping replay", batch_id)
+            # Published before a stop that came ahead of Spark's commit: publish nothing again,
+            # but still run the batch to the end, or the state store never commits this batch's
+            # version and Spark 4 fails the query (STATE_STORE_COMMIT_VALIDATION_FAILED).
+            log.info("micro-batch %s already published; replaying it without publishing", batch_id)
+            batch_df.write.format("noop").mode("overwrite").save()
             return
         rows = [r.asDict() for r in batch_df.collect()]
         progress = [r for r in rows if r["out_kind"] == "progress"]
@@ -220,17 +216,3 @@ def stop_gracefully(query, timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
     query.stop()
 
-
-def run_available_now(spark, source_format: str, options: dict[str, str], cfg: EngineConfig,
-                      alert_cfg: AlertConfig, checkpoint: str) -> tuple[list[dict[str, Any]], Enricher]:
-    """Run the streaming job once over everything available (``scan``); returns every alert
-    published, in order, and the enricher (final active findings)."""
-    collected: list[dict[str, Any]] = []
-    sinks = SinkSet(sinks=[collected.extend])
-    q = start_query(spark, source_format, options, cfg, alert_cfg, sinks, checkpoint,
-                    trigger={"availableNow": True})
-    q.awaitTermination()
-    if q.exception() is not None:  # pragma: no cover - surfaced to the CLI
-        raise RuntimeError(str(q.exception()))
-    enricher = Enricher(alert_cfg, os.path.join(checkpoint, "txnwatch-sink.json"))
-    return collected, enricher

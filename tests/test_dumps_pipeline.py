@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 
 import pytest
 
@@ -20,6 +19,7 @@ from streaming.sources.files import read_files
 from streaming.sources.logdir import list_partitions, segments
 from tests.conftest import SAMPLES
 from tests.dump_render import render
+from tests.streaming_wait import BatchLog, wait_caught_up
 from udfs.record_batch import scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
@@ -192,27 +192,28 @@ def test_drop_directory_stream_reads_complete_files_once(spark, tmp_path):
     drop.mkdir()
     c = cfg()
     alerts = []
-    batches = []
-    sinks = SinkSet(sinks=[alerts.extend], on_batch=[lambda b, s: batches.append(s["rows"])])
+    batches = BatchLog()
+    sinks = SinkSet(sinks=[alerts.extend], on_batch=[batches])
     q = start_query(spark, "dumps", {"dir": str(drop), "cluster": "d", "as_of": str(sc.as_of_ms)},
                     engine_config(c, coordinator_available=True), AlertConfig("k:9092"), sinks, str(tmp_path / "ck"),
                     trigger={"processingTime": "1 second"})
     try:
         partial = drop / "part.txt.tmp"
         partial.write_text("baseOffset: 0 lastOffset")  # half-written: must not be read
-        time.sleep(3)
-        assert alerts == []
+        wait_caught_up(q)  # a trigger listed the directory with the partial file in it
+        assert alerts == [] and sum(batches.rows) == 0
         for f in files:  # write-then-rename: each file appears complete
             tmp = drop / (".incoming-" + f.split("/")[-1])
             shutil.copy(f, tmp)
             tmp.rename(drop / f.split("/")[-1])
-        deadline = time.monotonic() + 60
-        while not alerts and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_caught_up(q)  # every file read, every micro-batch they call for (timers too) run
         n = len(alerts)
-        time.sleep(3)
+        ran = list(batches.ids)
+        wait_caught_up(q)  # one more trigger over the same directory
     finally:
         q.stop()
+    assert sum(batches.rows) > 0
+    assert batches.ids == ran  # nothing was left to run
     assert n == 1 and len(alerts) == 1
     assert (alerts[0]["status"], alerts[0]["cause"]) == ("hanging", "write-after-marker")
     logs = [p for p in (tmp_path / "ck" / "offsets").iterdir() if p.name.isdigit()]

@@ -116,11 +116,10 @@ def test_broker_down_is_a_clear_error(tmp_path):
         r = reader(broker)
         init = r.initialOffset()
         broker.stop()
-        t0 = time.monotonic()
         with pytest.raises(KafkaUnavailable) as err:
             r.latestOffset(init, None)
-        assert time.monotonic() - t0 < 60
         assert "127.0.0.1" in str(err.value)
+        assert f"after {int(FAST['retries']) + 1} attempts" in str(err.value)  # bounded retries
 
 
 @pytest.mark.spark

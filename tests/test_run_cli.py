@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from streaming.simulate.scenarios import write_scenario
 from streaming.sinks.jsonl import read_jsonl
 from tests.conftest import ROOT
 from tests.kafka_fake_broker import FakeKafkaBroker
+from tests.streaming_wait import BatchLog, ProgressLogBatches
 from tests.test_kafka_source import live_scenario
 
 
@@ -62,36 +64,52 @@ def test_run_against_broker_with_all_sinks_and_restart(spark, tmp_path):
         cfg["streaming"].update(checkpoint=str(tmp_path / "ck"), trigger_interval="1 second")
         cfg["sinks"].update(enabled=["jsonl", "console", "kafka"], jsonl_path=str(tmp_path / "alerts.jsonl"))
         jsonl = tmp_path / "alerts.jsonl"
+        batches = BatchLog()
+        progress_log = ProgressLogBatches(batches)
 
-        def run_until(pred, timeout=90):
+        def run_until(pred, more_batches):
+            """Run the job until ``pred()``, then ``more_batches`` further micro-batches (the live
+            source has input at every trigger); returns (rc, console, ids of the batches run)."""
             stop = threading.Event()
             out = io.StringIO()
             rc = {}
+            start = len(batches.ids)
             th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(cfg, source="kafka", path=None,
                                                                                stop_event=stop, console_out=out)))
-            th.start()
-            deadline = time.monotonic() + timeout
-            while not pred() and time.monotonic() < deadline and th.is_alive():
-                time.sleep(0.5)
-            time.sleep(2)
-            stop.set()
-            th.join(60)
-            return rc.get("rc"), out.getvalue()
 
-        rc, console = run_until(lambda: bool(read_jsonl(str(jsonl))))
-        assert rc == 0
-        first = read_jsonl(str(jsonl))
-        want = {(e["topic"], e["partition"], e["producer_id"], e["first_offset"]) for e in sc.expected}
-        assert {(a["topic"], a["partition"], a["producer_id"], a["first_offset"]) for a in first} == want
-        assert "kafka-transactions.sh --bootstrap-server" in console
-        consumer = KafkaConsumer("txnwatch-alerts", bootstrap_servers=broker.bootstrap_servers,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None)
-        topic_alerts = [(m.key.decode(), json.loads(m.value)) for m in consumer]
-        consumer.close()
-        assert [(k, v) for k, v in topic_alerts] == [(a["key"], a) for a in first]
-        # restart from the checkpoint: nothing new, nothing repeated
-        rc, _ = run_until(lambda: False, timeout=6)
+            def check():
+                assert th.is_alive(), f"the job ended early (rc {rc.get('rc')}): {out.getvalue()[-2000:]}"
+
+            th.start()
+            try:
+                batches.wait_for(pred, "the first alerts", timeout_s=90, check=check)
+                batches.wait_for_more(more_batches, check=check)
+            finally:
+                stop.set()
+                th.join(60)
+            assert not th.is_alive(), "the job did not stop"
+            return rc.get("rc"), out.getvalue(), batches.ids[start:]
+
+        logging.getLogger("txnwatch").addHandler(progress_log)
+        try:
+            rc, console, ran = run_until(lambda: bool(read_jsonl(str(jsonl))), more_batches=2)
+            assert rc == 0
+            first = read_jsonl(str(jsonl))
+            want = {(e["topic"], e["partition"], e["producer_id"], e["first_offset"]) for e in sc.expected}
+            assert {(a["topic"], a["partition"], a["producer_id"], a["first_offset"]) for a in first} == want
+            assert "kafka-transactions.sh --bootstrap-server" in console
+            consumer = KafkaConsumer("txnwatch-alerts", bootstrap_servers=broker.bootstrap_servers,
+                                     auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None)
+            topic_alerts = [(m.key.decode(), json.loads(m.value)) for m in consumer]
+            consumer.close()
+            assert [(k, v) for k, v in topic_alerts] == [(a["key"], a) for a in first]
+            # restart from the checkpoint: micro-batches run again, nothing new, nothing repeated
+            rc, _, resumed = run_until(lambda: True, more_batches=3)
+        finally:
+            logging.getLogger("txnwatch").removeHandler(progress_log)
         assert rc == 0 and read_jsonl(str(jsonl)) == first
+        # the restarted job went on from the checkpoint's batch ids, it did not start over
+        assert len(resumed) >= 3 and ran[-1] < resumed[0] <= ran[-1] + 2
 
 
 @pytest.mark.spark

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 from pathlib import Path
 
 import pytest
@@ -416,14 +415,11 @@ def test_broker_checks(tmp_path: Path) -> None:
         q.send("t", 0, 1, add_partition=False)
 
 
-def test_random_mix_throughput(tmp_path: Path) -> None:
-    write_scenario("random-mix", tmp_path / "warm", target_bytes=1 << 20)  # warm the record pool path
-    t0 = time.perf_counter()
+def test_random_mix_reaches_target_size(tmp_path: Path) -> None:
+    # Its speed is measured by bench/scenario_write.py, never asserted here.
     sc = write_scenario("random-mix", tmp_path / "rm", target_bytes=24 << 20, seed=3)
-    elapsed = time.perf_counter() - t0
     written_bytes = sum(f.stat().st_size for f in sc.root.rglob("*.log"))
     assert written_bytes >= 24 << 20
-    assert written_bytes / elapsed >= 20e6, f"{written_bytes / elapsed / 1e6:.1f} MB/s"
     assert len(sc.expected) == 4
 
 
