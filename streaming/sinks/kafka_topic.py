@@ -13,6 +13,8 @@ import json
 import logging
 from typing import Any
 
+from streaming.sources.kafka_security import kafka_python_kwargs
+
 log = logging.getLogger("txnwatch")
 
 
@@ -36,8 +38,7 @@ class KafkaAlertSink:
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> KafkaAlertSink:
         k = cfg["kafka"]
-        sec = {key: k[key] for key in ("security_protocol", "sasl_mechanism", "sasl_plain_username",
-                                       "sasl_plain_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile") if k[key]}
+        sec = kafka_python_kwargs(k)
         return cls(k["bootstrap_servers"], cfg["sinks"]["kafka_topic"], create_topic=cfg["sinks"]["kafka_create_topic"],
                    client_id=f"{k['client_id']}-alerts", security=sec, request_timeout_ms=k["request_timeout_ms"])
 

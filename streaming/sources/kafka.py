@@ -7,8 +7,10 @@ such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earlie
 JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
 coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
 ``cluster``, ``client_id``, ``request_timeout_ms``, ``retries``, and the kafka-python security
-settings ``security_protocol``, ``sasl_mechanism``, ``sasl_plain_username``,
-``sasl_plain_password``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``.
+settings of :data:`streaming.sources.kafka_security.SECURITY_KEYS`. Secrets
+(``sasl_plain_password``, ``ssl_password``) must be references (``env:NAME``, ``file:PATH``),
+never the secret itself, because Spark prints data source options in query plans; they are
+resolved (and the OAUTHBEARER token provider imported) in each process that connects.
 
 Why starting at the LSO is correct: every transaction that began before the LSO is closed by
 definition (the LSO is the first offset of the oldest open transaction), so nothing before it can
@@ -45,13 +47,12 @@ from streaming.normalize import (
     route_coordinator_records,
     txn_state_events,
 )
+from streaming.sources.kafka_security import check_source_options, kafka_python_kwargs
 from streaming.sources.kafka_wire import KafkaWire
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
 TXN_TOPIC = "__transaction_state"
-_SECURITY = ("security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_cafile",
-             "ssl_certfile", "ssl_keyfile")
 
 
 def _options(options: dict[str, str]) -> dict[str, Any]:
@@ -82,7 +83,8 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "client_id": options.get("client_id", "txnwatch"),
         "request_timeout_ms": int(options.get("request_timeout_ms", "30000")),
         "retries": int(options.get("retries", "8")),
-        "security": {k: options[k] for k in _SECURITY if options.get(k)},
+        # unresolved (references, dotted paths): picklable, resolved by _wire in each process
+        "security": check_source_options(options),
     }
 
 
@@ -99,7 +101,7 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
         if w is None:
             w = _WIRES[key] = KafkaWire(opts["bootstrap"], client_id=opts["client_id"],
                                         request_timeout_ms=opts["request_timeout_ms"], retries=opts["retries"],
-                                        **opts["security"])
+                                        **kafka_python_kwargs(opts["security"]))
         return w
 
 

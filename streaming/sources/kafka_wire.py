@@ -62,8 +62,14 @@ Fault handling
 * UNKNOWN_TOPIC_OR_PARTITION: metadata is refreshed; if the topic (or partition) is gone from
   the cluster metadata the result is ``FetchStatus.DELETED`` (``PartitionOffsets.deleted``),
   otherwise it is retried like a leader error.
-* Anything else (authorization/authentication failures, unsupported versions, corrupt
-  responses) raises :class:`KafkaWireError` immediately. Nothing is ever skipped silently.
+* TOPIC_AUTHORIZATION_FAILED (Metadata per topic, ListOffsets and Fetch per partition) and
+  the other ``*_AUTHORIZATION_FAILED`` codes raise :class:`KafkaAuthorizationError` at once, with
+  one message naming the missing ACL (operation and resource), the principal when the
+  configuration tells it, and the ``kafka-acls.sh`` command that grants it. Note that Kafka
+  leaves topics the principal may not Describe out of an all-topics Metadata answer, so a
+  ``pattern`` silently skips them (``handleTopicMetadataRequest``).
+* Anything else (authentication failures, unsupported versions, corrupt responses) raises
+  :class:`KafkaWireError` immediately. Nothing is ever skipped silently.
 
 Threading and Spark: a :class:`KafkaWire` may be shared by threads (every call runs as a
 coroutine on its own IO thread; the calling thread blocks until it completes) and is picklable (only the configuration travels; connections are opened lazily on first
@@ -93,6 +99,8 @@ from kafka.net.selector import NetworkSelector
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
+from streaming.sources.kafka_security import AUTHORIZATION_ERRORS, authorization_message, principal_of
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -102,6 +110,7 @@ __all__ = [
     "METADATA_MIN_VERSION",
     "FetchResult",
     "FetchStatus",
+    "KafkaAuthorizationError",
     "KafkaUnavailable",
     "KafkaWire",
     "KafkaWireError",
@@ -164,6 +173,10 @@ class KafkaWireError(Exception):
         super().__init__(message)
         self.error_code = error_code
         self.error = error_name(error_code) if error_code is not None else None
+
+
+class KafkaAuthorizationError(KafkaWireError):
+    """The broker refused an operation for lack of an ACL; the message names the ACL to add."""
 
 
 class KafkaUnavailable(KafkaWireError):
@@ -519,6 +532,12 @@ class KafkaWire:
         self._run(self._metadata_async, list(topics) if topics is not None else None, None)
 
     # ------------------------------------------------------------------ internals (IO thread)
+    def _denied(self, api: str, code: int, resource: str, node: Any) -> KafkaAuthorizationError:
+        msg = authorization_message(api, code, resource, principal=principal_of(self._config),
+                                    bootstrap=self.bootstrap_servers,
+                                    broker=self._node_desc(node) if node is not None else None)
+        return KafkaAuthorizationError(msg, error_code=code)
+
     def _node_desc(self, node_id: Any) -> str:
         if node_id == -1:
             return "none (no leader)"
@@ -616,6 +635,8 @@ class KafkaWire:
                          if c not in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID) and n not in retriable}
                 if fatal:
                     name, code = next(iter(fatal.items()))
+                    if code in AUTHORIZATION_ERRORS:
+                        raise self._denied("Metadata", code, name, None)
                     raise KafkaWireError(f"Metadata for topic {name!r} failed: {error_name(code)}", error_code=code)
                 if retriable:
                     await attempts.failed(
@@ -700,6 +721,8 @@ class KafkaWire:
                         last_error = f"{error_name(code)} for {tp[0]}-{tp[1]}"
                         last_node = leader
                         continue
+                    if code in AUTHORIZATION_ERRORS:
+                        raise self._denied("ListOffsets", code, tp[0], leader)
                     raise KafkaWireError(f"ListOffsets for {tp[0]}-{tp[1]} at {self._node_desc(leader)} failed: "
                                          f"{error_name(code)}", error_code=code)
             pending = retry
@@ -811,6 +834,8 @@ class KafkaWire:
                 await attempts.failed(f"{error_name(code)} for {topic}-{partition}", leader)
                 await self._metadata_async([topic], attempts)
                 continue
+            if code in AUTHORIZATION_ERRORS:
+                raise self._denied("Fetch", code, topic, leader)
             raise KafkaWireError(f"Fetch {topic}-{partition} at offset {offset} from {self._node_desc(leader)} "
                                  f"failed: {error_name(code)}", error_code=code)
 

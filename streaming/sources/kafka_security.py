@@ -1,0 +1,267 @@
+"""Kafka security settings (TLS, SASL) for the live source and the alerts sink, in one place.
+
+The ``[kafka]`` configuration keys below map one to one onto kafka-python 3.0 connection
+settings (``kafka.net.manager.KafkaConnectionManager.DEFAULT_CONFIG``); both the raw-protocol
+client of the source (:class:`~streaming.sources.kafka_wire.KafkaWire`) and the alerts
+producer/admin client take them as keyword arguments.
+
+* ``security_protocol``: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``, ``SASL_SSL``.
+* ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile`` (PEM), ``ssl_password`` (decrypts
+  ``ssl_keyfile``), ``ssl_check_hostname`` (boolean), ``ssl_crlfile`` (PEM CRL: kafka-python then
+  checks the broker certificate against it, ``VERIFY_CRL_CHECK_LEAF``).
+* ``sasl_mechanism``: ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``GSSAPI``,
+  ``OAUTHBEARER``. kafka-python's SCRAM client (``kafka/net/sasl/scram.py``) takes its user and
+  password from ``sasl_plain_username``/``sasl_plain_password``, exactly like PLAIN.
+* ``sasl_kerberos_name``, ``sasl_kerberos_service_name`` (default ``kafka``),
+  ``sasl_kerberos_domain_name``: GSSAPI (needs the ``gssapi`` package and a ticket cache).
+* ``sasl_oauth_token_provider``: OAUTHBEARER token provider named by a dotted path,
+  ``package.module:attr`` or ``package.module.attr``. ``attr`` is a subclass of
+  ``kafka.net.sasl.oauth.AbstractTokenProvider`` (instantiated without arguments), a factory
+  returning such an instance, or an instance. It is imported and instantiated in every process
+  that connects: the Spark driver AND every executor's Python worker, so the module must be
+  importable there (installed, or on ``PYTHONPATH``/``spark.submit.pyFiles``). One instance per
+  process and path, so tokens are reused across connections.
+
+Secrets (``sasl_plain_password``, ``ssl_password``) never travel as Spark data source options
+(Spark shows those in query plans and in the UI). The source gets a *reference* instead, resolved
+where the connection is made:
+
+* ``env:NAME``: the environment variable ``NAME`` of that process. The runner passes
+  ``env:TXNWATCH_KAFKA_SASL_PLAIN_PASSWORD`` (and ``..._SSL_PASSWORD``) and, when the secret came
+  from the configuration file, exports it under that name before Spark starts, which a
+  ``local[*]`` master's executors inherit. On a cluster, set the variable on executors
+  (``spark.executorEnv.TXNWATCH_KAFKA_SASL_PLAIN_PASSWORD``, a Kubernetes secret, ...).
+* ``file:PATH``: the first line of a file readable on every executor (a mounted secret).
+
+A configuration value may itself be such a reference (``sasl_plain_password =
+"file:/run/secrets/kafka"``); a literal secret that starts with ``env:`` or ``file:`` cannot be
+given literally.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+from streaming.config import ConfigError
+
+#: ``[kafka]`` keys passed to kafka-python (empty strings mean "kafka-python's default").
+SECURITY_KEYS: tuple[str, ...] = (
+    "security_protocol", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_check_hostname",
+    "ssl_crlfile", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "sasl_kerberos_name",
+    "sasl_kerberos_service_name", "sasl_kerberos_domain_name", "sasl_oauth_token_provider",
+)
+#: Keys whose values are secrets: passed to Spark only as ``env:``/``file:`` references.
+SECRET_KEYS: tuple[str, ...] = ("sasl_plain_password", "ssl_password")
+_BOOL_KEYS = frozenset({"ssl_check_hostname"})
+_REF_PREFIXES = ("env:", "file:")
+ENV_PREFIX = "TXNWATCH_KAFKA_"
+
+_PROVIDERS: dict[str, Any] = {}
+_PROVIDERS_LOCK = threading.Lock()
+
+
+class KafkaSecurityError(ConfigError):
+    """A security setting cannot be used; the message names the key (never the secret)."""
+
+
+def secret_env_name(key: str) -> str:
+    """The environment variable a secret is read from: ``TXNWATCH_KAFKA_SASL_PLAIN_PASSWORD``."""
+    return ENV_PREFIX + key.upper()
+
+
+def is_reference(value: str) -> bool:
+    return value.startswith(_REF_PREFIXES)
+
+
+def resolve_secret(key: str, value: str) -> str:
+    """The secret behind ``value``: a literal, ``env:NAME`` or ``file:PATH``."""
+    if value.startswith("env:"):
+        name = value[4:]
+        if name not in os.environ:
+            raise KafkaSecurityError(f"kafka {key}: environment variable {name} is not set in this process "
+                                     f"(pid {os.getpid()}); executors need it too")
+        return os.environ[name]
+    if value.startswith("file:"):
+        path = value[5:]
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.readline().rstrip("\r\n")
+        except OSError as exc:
+            raise KafkaSecurityError(f"kafka {key}: cannot read secret file {path}: {exc.strerror}") from None
+    return value
+
+
+def load_token_provider(path: str) -> Any:
+    """The OAUTHBEARER token provider named ``module:attr`` or ``module.attr`` (cached per process)."""
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    with _PROVIDERS_LOCK:
+        if path in _PROVIDERS:
+            return _PROVIDERS[path]
+        module_name, sep, attr = path.partition(":")
+        if not sep:
+            module_name, _, attr = path.rpartition(".")
+        if not module_name or not attr:
+            raise KafkaSecurityError(f"kafka sasl_oauth_token_provider: {path!r} is not 'module:attr' or "
+                                     f"'module.attr'")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise KafkaSecurityError(f"kafka sasl_oauth_token_provider: cannot import {module_name!r} in this "
+                                     f"process (pid {os.getpid()}; it must be importable on the driver and "
+                                     f"every executor): {exc}") from None
+        target = getattr(module, attr, None)
+        if target is None:
+            raise KafkaSecurityError(f"kafka sasl_oauth_token_provider: {module_name!r} has no attribute {attr!r}")
+        provider = target if isinstance(target, AbstractTokenProvider) else target()
+        if not isinstance(provider, AbstractTokenProvider):
+            raise KafkaSecurityError(f"kafka sasl_oauth_token_provider: {path} gave {type(provider).__name__}, "
+                                     f"not a kafka.net.sasl.oauth.AbstractTokenProvider")
+        _PROVIDERS[path] = provider
+        return provider
+
+
+def _as_bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise KafkaSecurityError(f"kafka {key}: expected true or false, got {value!r}")
+
+
+def kafka_python_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """kafka-python keyword arguments from ``[kafka]`` settings or source options.
+
+    Empty values are left out (kafka-python's defaults apply), secrets are resolved
+    (:func:`resolve_secret`) and the token provider is loaded (:func:`load_token_provider`).
+    Runs in the process that connects: the driver for the sink, each executor for the source.
+    """
+    out: dict[str, Any] = {}
+    for key in SECURITY_KEYS:
+        value = settings.get(key)
+        if value is None or value == "":
+            continue
+        if key in _BOOL_KEYS:
+            out[key] = _as_bool(key, value)
+        elif key in SECRET_KEYS:
+            out[key] = resolve_secret(key, str(value))
+        elif key == "sasl_oauth_token_provider":
+            out[key] = load_token_provider(str(value))
+        else:
+            out[key] = str(value)
+    if out.get("sasl_mechanism") == "OAUTHBEARER" and "sasl_oauth_token_provider" not in out:
+        raise KafkaSecurityError("kafka sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider "
+                                 "(a dotted path to a kafka.net.sasl.oauth.AbstractTokenProvider)")
+    return out
+
+
+def spark_source_options(settings: Mapping[str, Any],
+                         environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Security options for the ``kafka-txn`` Spark source: strings, secrets as references.
+
+    A literal secret is exported into ``environ`` (default ``os.environ``) as
+    ``TXNWATCH_KAFKA_<KEY>`` and passed as ``env:TXNWATCH_KAFKA_<KEY>``; call this before the
+    SparkSession starts so that local executors inherit it.
+    """
+    environ = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for key in SECURITY_KEYS:
+        value = settings.get(key)
+        if value is None or value == "":
+            continue
+        if key in _BOOL_KEYS:
+            out[key] = str(_as_bool(key, value)).lower()
+        elif key in SECRET_KEYS and not is_reference(str(value)):
+            name = secret_env_name(key)
+            environ[name] = str(value)
+            out[key] = f"env:{name}"
+        else:
+            out[key] = str(value)
+    return out
+
+
+def check_source_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The security options of a ``kafka-txn`` source, refusing literal secrets.
+
+    Spark prints data source options in query plans (``explain``, the SQL tab); only a
+    reference may travel there.
+    """
+    out = {k: str(options[k]) for k in SECURITY_KEYS if options.get(k) not in (None, "")}
+    for key in SECRET_KEYS:
+        if key in out and not is_reference(out[key]):
+            raise KafkaSecurityError(f"kafka source: option {key!r} must be a reference (env:NAME or file:PATH), "
+                                     f"not the secret itself: Spark shows data source options in query plans")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Authorization failures: one message naming the missing ACL
+# --------------------------------------------------------------------------------------------
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+AUTHORIZATION_ERRORS = frozenset({TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
+                                  CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+
+# (api, error code) -> (ACL operation, resource type), from the authorize() calls of Kafka's
+# core/src/main/scala/kafka/server/KafkaApis.scala: handleTopicMetadataRequest (DESCRIBE TOPIC),
+# handleListOffsetRequestV1AndAbove (DESCRIBE TOPIC), handleFetchRequest (READ TOPIC),
+# handleDescribeProducersRequest (READ TOPIC), handleDescribeTransactionsRequest (DESCRIBE
+# TRANSACTIONAL_ID), handleProduceRequest (WRITE TOPIC), handleCreateTopicsRequest (CREATE
+# CLUSTER or TOPIC), handleInitProducerIdRequest (IDEMPOTENT_WRITE CLUSTER; since 2.8, KIP-679,
+# WRITE on any topic also does).
+_REQUIRED: dict[tuple[str, int], tuple[str, str]] = {
+    ("Metadata", TOPIC_AUTHORIZATION_FAILED): ("Describe", "Topic"),
+    ("ListOffsets", TOPIC_AUTHORIZATION_FAILED): ("Describe", "Topic"),
+    ("Fetch", TOPIC_AUTHORIZATION_FAILED): ("Read", "Topic"),
+    ("DescribeProducers", TOPIC_AUTHORIZATION_FAILED): ("Read", "Topic"),
+    ("DescribeTransactions", TRANSACTIONAL_ID_AUTHORIZATION_FAILED): ("Describe", "TransactionalId"),
+    ("Produce", TOPIC_AUTHORIZATION_FAILED): ("Write", "Topic"),
+    ("CreateTopics", TOPIC_AUTHORIZATION_FAILED): ("Create", "Topic"),
+    ("InitProducerId", CLUSTER_AUTHORIZATION_FAILED): ("IdempotentWrite", "Cluster"),
+}
+_ERROR_NAMES = {TOPIC_AUTHORIZATION_FAILED: "TOPIC_AUTHORIZATION_FAILED",
+                GROUP_AUTHORIZATION_FAILED: "GROUP_AUTHORIZATION_FAILED",
+                CLUSTER_AUTHORIZATION_FAILED: "CLUSTER_AUTHORIZATION_FAILED",
+                TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
+
+
+def principal_of(settings: Mapping[str, Any]) -> str | None:
+    """The Kafka principal this client authenticates as, when the configuration tells it.
+
+    SASL PLAIN/SCRAM: ``User:<username>`` (Kafka's DefaultKafkaPrincipalBuilder). Otherwise
+    (TLS client certificate, Kerberos, OAuth, ANONYMOUS) the broker's mapping rules decide: None.
+    """
+    protocol = str(settings.get("security_protocol") or "PLAINTEXT").upper()
+    mechanism = str(settings.get("sasl_mechanism") or "").upper()
+    user = settings.get("sasl_plain_username")
+    if protocol.startswith("SASL_") and (mechanism == "PLAIN" or mechanism.startswith("SCRAM-")) and user:
+        return f"User:{user}"
+    if protocol == "PLAINTEXT":
+        return "User:ANONYMOUS"
+    return None
+
+
+def authorization_message(api: str, code: int, resource: str, *, principal: str | None, bootstrap: str,
+                          broker: str | None = None) -> str:
+    """One clear message for an authorization error: the missing ACL, the principal, the resource,
+    and the ``kafka-acls.sh`` command that grants it (docs/deployment.md lists all of them)."""
+    operation, rtype = _REQUIRED.get((api, code), ("?", "Cluster" if code == CLUSTER_AUTHORIZATION_FAILED
+                                                   else "Topic"))
+    who = principal or "this client's principal (set by the broker's principal mapping)"
+    name = "kafka-cluster" if rtype == "Cluster" else resource
+    flag = {"Topic": f"--topic {resource}", "Cluster": "--cluster",
+            "TransactionalId": f"--transactional-id {resource}"}.get(rtype, f"--{rtype.lower()} {resource}")
+    grant = (f"kafka-acls.sh --bootstrap-server {bootstrap} --add --allow-principal {principal or '<principal>'} "
+             f"--operation {operation} {flag}")
+    where = f" at {broker}" if broker else ""
+    return (f"Kafka denied {operation} on {rtype}:{name} to {who} ({_ERROR_NAMES.get(code, code)} from {api}"
+            f"{where}). txnwatch needs this ACL; grant it with: {grant} (docs/deployment.md lists every ACL)")
