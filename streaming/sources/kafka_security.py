@@ -41,6 +41,7 @@ given literally.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import threading
 from collections.abc import Mapping, MutableMapping
@@ -136,6 +137,31 @@ def _as_bool(key: str, value: Any) -> bool:
     raise KafkaSecurityError(f"kafka {key}: expected true or false, got {value!r}")
 
 
+class _SaslPayloadRedactor(logging.Filter):
+    """kafka-python logs every request and response at DEBUG (``kafka/net/connection.py``:
+    ``'%s Request %d: %s'``), and a SaslAuthenticateRequest's ``auth_bytes`` carry the PLAIN
+    password or the OAUTHBEARER token in clear. Replace such arguments before formatting."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslBytesRequest
+
+        args = record.args
+        if isinstance(args, tuple) and any(isinstance(a, SaslAuthenticateRequest | SaslBytesRequest) for a in args):
+            record.args = tuple(f"{type(a).__name__}(auth_bytes=<redacted>)"
+                                if isinstance(a, SaslAuthenticateRequest | SaslBytesRequest) else a for a in args)
+        return True
+
+
+_REDACTOR = _SaslPayloadRedactor()
+
+
+def redact_sasl_in_kafka_logs() -> None:
+    """Install the redaction filter on kafka-python's connection logger (idempotent)."""
+    logger = logging.getLogger("kafka.net.connection")
+    if _REDACTOR not in logger.filters:
+        logger.addFilter(_REDACTOR)
+
+
 def kafka_python_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     """kafka-python keyword arguments from ``[kafka]`` settings or source options.
 
@@ -143,6 +169,7 @@ def kafka_python_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     (:func:`resolve_secret`) and the token provider is loaded (:func:`load_token_provider`).
     Runs in the process that connects: the driver for the sink, each executor for the source.
     """
+    redact_sasl_in_kafka_logs()
     out: dict[str, Any] = {}
     for key in SECURITY_KEYS:
         value = settings.get(key)
@@ -156,9 +183,43 @@ def kafka_python_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = load_token_provider(str(value))
         else:
             out[key] = str(value)
+    if "ssl_crlfile" in out:
+        out = _with_crl_context(out)
     if out.get("sasl_mechanism") == "OAUTHBEARER" and "sasl_oauth_token_provider" not in out:
         raise KafkaSecurityError("kafka sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider "
                                  "(a dotted path to a kafka.net.sasl.oauth.AbstractTokenProvider)")
+    return out
+
+
+def _with_crl_context(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Replace the ``ssl_*`` files by an ``ssl_context`` that checks the CRL.
+
+    kafka-python 3.0.12 (``KafkaSSLTransport._build_ssl_context``, also in its ``kafka/net/ssl.py``
+    upstream) loads ``ssl_crlfile`` with ``load_verify_locations(crl=...)``, which Python's ``ssl``
+    rejects (TypeError on every connection). The same context is built here with the CRL loaded
+    as a PEM file into the verify store (``load_verify_locations(cafile=...)``, which accepts
+    CRLs) and ``VERIFY_CRL_CHECK_LEAF``, as kafka-python intends.
+    """
+    import ssl
+
+    out = {k: v for k, v in kwargs.items() if not k.startswith("ssl_")}
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = kwargs.get("ssl_check_hostname", True)
+    try:
+        if kwargs.get("ssl_cafile"):
+            ctx.load_verify_locations(cafile=kwargs["ssl_cafile"])
+        else:
+            ctx.load_default_certs()
+        if kwargs.get("ssl_certfile"):
+            ctx.load_cert_chain(certfile=kwargs["ssl_certfile"], keyfile=kwargs.get("ssl_keyfile"),
+                                password=kwargs.get("ssl_password"))
+        ctx.load_verify_locations(cafile=kwargs["ssl_crlfile"])
+    except (OSError, ssl.SSLError) as exc:
+        raise KafkaSecurityError(f"kafka ssl settings: cannot load the CA, client certificate or CRL "
+                                 f"({kwargs.get('ssl_crlfile')}): {exc}") from None
+    ctx.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+    out["ssl_context"] = ctx
     return out
 
 

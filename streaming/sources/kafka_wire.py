@@ -84,6 +84,7 @@ import logging
 import random
 import re
 import socket
+import ssl
 import threading
 import time
 import weakref
@@ -442,6 +443,8 @@ class KafkaWire:
         if manager.bootstrapped:
             return
         timeout_ms = self._config["bootstrap_timeout_ms"]
+        if str(self._config.get("security_protocol") or "PLAINTEXT").upper() != "PLAINTEXT":
+            self._check_security(manager)
         try:
             manager.bootstrap(timeout_ms)
         except (Errors.SaslAuthenticationFailedError, Errors.AuthorizationError) as exc:
@@ -454,6 +457,50 @@ class KafkaWire:
             raise KafkaUnavailable(
                 f"Kafka unavailable: could not bootstrap cluster metadata from {self.bootstrap_servers} "
                 f"within {timeout_ms} ms (last error: {self._bootstrap_diagnosis(manager, exc)})") from exc
+
+    def _check_security(self, manager: KafkaConnectionManager) -> None:
+        """Fail at once, and clearly, when TLS or SASL is refused.
+
+        kafka-python's bootstrap retries a refused authentication like a network error until its
+        timeout and then reports only the timeout; a wrong password or an untrusted certificate
+        never heals by retrying (Kafka's Java clients treat AuthenticationException as fatal too).
+        One connection to a bootstrap server is opened first; other failures are left to the
+        bootstrap's retries. The connection stays open and is used by the bootstrap.
+        """
+        broker = manager.cluster.bootstrap_brokers()[0]
+
+        async def probe() -> BaseException | None:
+            try:
+                conn = manager.get_connection(broker.node_id, timeout_ms=self._config["socket_connection_setup_timeout_ms"],
+                                              pop_on_close=False, refresh_metadata_on_err=False,
+                                              reset_backoff_on_connect=False)
+                await conn
+            except Exception as exc:  # noqa: BLE001 - classified below
+                manager.close(broker.node_id)
+                return exc
+            return None
+
+        exc = self._net.run(probe)
+        if exc is None:
+            return
+        where = (f"{broker.host}:{broker.port} ({self._config.get('security_protocol')}"
+                 f"{', ' + self._config['sasl_mechanism'] if self._config.get('sasl_mechanism') else ''}"
+                 f"{', user ' + self._config['sasl_plain_username'] if self._config.get('sasl_plain_username') else ''})")
+        cause = exc.__cause__ or (exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None)
+        if isinstance(exc, (Errors.SaslAuthenticationFailedError, Errors.UnsupportedSaslMechanismError,
+                            Errors.IllegalSaslStateError)):
+            detail = re.sub(r"^(\[Error \d+\] )?(\w+: )*", "", str(exc))  # kafka-python repeats the class name
+            if isinstance(exc, Errors.UnsupportedSaslMechanismError):
+                detail = (f"the broker does not enable {self._config.get('sasl_mechanism')} on this listener "
+                          f"(its sasl.enabled.mechanisms)")
+            raise KafkaWireError(f"Kafka authentication failed at {where}: {type(exc).__name__}: {detail}") from exc
+        # kafka-python wraps TLS failures as KafkaConnectionError("Handshake failed: <ssl error>")
+        tls_failed = isinstance(cause, ssl.SSLError) or isinstance(exc, ssl.SSLError) or (
+            isinstance(exc, Errors.KafkaConnectionError) and "Handshake failed" in str(exc))
+        if tls_failed:
+            detail = _describe(cause) if isinstance(cause, ssl.SSLError) else str(exc).split("Handshake failed: ")[-1]
+            raise KafkaWireError(f"TLS handshake with {where} failed: {detail} (check ssl_cafile, "
+                                 f"ssl_check_hostname, ssl_crlfile and the client certificate)") from exc
 
     def _bootstrap_diagnosis(self, manager: KafkaConnectionManager, exc: BaseException) -> str:
         for broker in manager.cluster.bootstrap_brokers():
