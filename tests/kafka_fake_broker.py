@@ -954,6 +954,10 @@ class FakeKafkaBroker:
         with self._lock:
             self._deny_rules.append(DenyRule(principal, operation, resource_type, name))
 
+    def clear_acls(self) -> None:
+        with self._lock:
+            self._deny_rules.clear()
+
     def _principal(self) -> str:
         return getattr(self._conn, "principal", "User:ANONYMOUS")
 

@@ -13,7 +13,13 @@ import json
 import logging
 from typing import Any
 
-from streaming.sources.kafka_security import kafka_python_kwargs
+from streaming.sources.kafka_security import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+    authorization_message,
+    kafka_python_kwargs,
+    principal_of,
+)
 
 log = logging.getLogger("txnwatch")
 
@@ -94,8 +100,24 @@ class KafkaAlertSink:
             raise
         except Exception as exc:  # noqa: BLE001 - any client error fails the micro-batch
             self.close()
+            denied = self._denied(exc)
+            if denied:
+                raise AlertSinkError(f"could not produce {len(alerts)} alert(s): {denied}") from exc
             raise AlertSinkError(f"could not produce {len(alerts)} alert(s) to topic {self.topic!r} on "
                                  f"{self.bootstrap}: {exc}") from exc
+
+    def _denied(self, exc: BaseException) -> str | None:
+        """The missing-ACL message for an authorization error of kafka-python, else None."""
+        from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+        if isinstance(exc, TopicAuthorizationFailedError):
+            api, code, resource = "Produce", TOPIC_AUTHORIZATION_FAILED, self.topic
+        elif isinstance(exc, ClusterAuthorizationFailedError):
+            api, code, resource = "InitProducerId", CLUSTER_AUTHORIZATION_FAILED, "kafka-cluster"
+        else:
+            return None
+        return authorization_message(api, code, resource, principal=principal_of(self.security),
+                                     bootstrap=self.bootstrap)
 
     def close(self) -> None:
         if self._producer is not None:

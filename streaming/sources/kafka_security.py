@@ -43,6 +43,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import struct
 import threading
 from collections.abc import Mapping, MutableMapping
 from typing import Any
@@ -118,7 +119,11 @@ def load_token_provider(path: str) -> Any:
         target = getattr(module, attr, None)
         if target is None:
             raise KafkaSecurityError(f"kafka sasl_oauth_token_provider: {module_name!r} has no attribute {attr!r}")
-        provider = target if isinstance(target, AbstractTokenProvider) else target()
+        try:
+            provider = target if isinstance(target, AbstractTokenProvider) or not callable(target) else target()
+        except Exception as exc:  # noqa: BLE001 - a provider's own start-up failure, reported by path
+            raise KafkaSecurityError(f"kafka sasl_oauth_token_provider: {path}() failed: "
+                                     f"{type(exc).__name__}: {exc}") from None
         if not isinstance(provider, AbstractTokenProvider):
             raise KafkaSecurityError(f"kafka sasl_oauth_token_provider: {path} gave {type(provider).__name__}, "
                                      f"not a kafka.net.sasl.oauth.AbstractTokenProvider")
@@ -137,29 +142,56 @@ def _as_bool(key: str, value: Any) -> bool:
     raise KafkaSecurityError(f"kafka {key}: expected true or false, got {value!r}")
 
 
+_SASL_AUTHENTICATE = 36
+
+
+def _carries_sasl_token(data: bytes | bytearray | memoryview) -> bool:
+    """Whether raw request frames hold a SASL token: a SaslAuthenticate request (api key 36), or
+    a frame without a plausible request header (a SaslHandshake v0 raw token, brokers < 1.0)."""
+    buf = bytes(data)
+    pos = 0
+    while pos + 8 <= len(buf):
+        size, api_key, version = struct.unpack_from(">ihh", buf, pos)
+        if api_key == _SASL_AUTHENTICATE or not 0 <= api_key < 1000 or not 0 <= version < 100 or size < 4:
+            return True
+        pos += 4 + size
+    return pos != len(buf)
+
+
 class _SaslPayloadRedactor(logging.Filter):
-    """kafka-python logs every request and response at DEBUG (``kafka/net/connection.py``:
-    ``'%s Request %d: %s'``), and a SaslAuthenticateRequest's ``auth_bytes`` carry the PLAIN
-    password or the OAUTHBEARER token in clear. Replace such arguments before formatting."""
+    """kafka-python logs every request object and every raw frame it sends at DEBUG
+    (``kafka/net/connection.py`` ``'%s Request %d: %s'``, ``kafka/protocol/parser.py``
+    ``'%s Sending request %d %s'`` and ``'%s Send: %r'``). A SaslAuthenticate request carries the
+    PLAIN password, the OAUTHBEARER token or the SCRAM proof in clear: such arguments are replaced
+    before the record is formatted."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from kafka.protocol.sasl import SaslAuthenticateRequest, SaslBytesRequest
 
         args = record.args
-        if isinstance(args, tuple) and any(isinstance(a, SaslAuthenticateRequest | SaslBytesRequest) for a in args):
-            record.args = tuple(f"{type(a).__name__}(auth_bytes=<redacted>)"
-                                if isinstance(a, SaslAuthenticateRequest | SaslBytesRequest) else a for a in args)
+        if not isinstance(args, tuple):
+            return True
+        out = []
+        for a in args:
+            if isinstance(a, SaslAuthenticateRequest | SaslBytesRequest):
+                a = f"{type(a).__name__}(auth_bytes=<redacted>)"
+            elif isinstance(a, bytes | bytearray | memoryview) and _carries_sasl_token(a):
+                a = f"<{len(a)} bytes with a SASL token: redacted>"
+            out.append(a)
+        record.args = tuple(out)
         return True
 
 
 _REDACTOR = _SaslPayloadRedactor()
+_REDACTED_LOGGERS = ("kafka.net.connection", "kafka.protocol.parser")
 
 
 def redact_sasl_in_kafka_logs() -> None:
-    """Install the redaction filter on kafka-python's connection logger (idempotent)."""
-    logger = logging.getLogger("kafka.net.connection")
-    if _REDACTOR not in logger.filters:
-        logger.addFilter(_REDACTOR)
+    """Install the redaction filter on kafka-python's loggers that print requests (idempotent)."""
+    for name in _REDACTED_LOGGERS:
+        logger = logging.getLogger(name)
+        if _REDACTOR not in logger.filters:
+            logger.addFilter(_REDACTOR)
 
 
 def kafka_python_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
