@@ -256,7 +256,8 @@ def test_source_reads_partitions_over_sasl_ssl_with_env_reference(log_root, tls,
 
 
 # ------------------------------------------------------------------ the alerts sink
-def test_alert_sink_over_tls_and_sasl_plain(log_root, tls):
+def test_alert_sink_over_tls_and_sasl_plain(log_root, tls, caplog):
+    caplog.set_level(logging.DEBUG)  # kafka-python's admin client logs its configuration at DEBUG
     alerts = [{"key": "c/orders/0/7/3", "status": "hanging"}, {"key": "c/orders/0/8/9", "status": "late"}]
     with secured(log_root, tls) as broker:
         cfg = load(None, env={})
@@ -277,6 +278,7 @@ def test_alert_sink_over_tls_and_sasl_plain(log_root, tls):
         with pytest.raises(AlertSinkError) as err:
             sink(alerts[:1])
         sink.close()
+    assert PASSWORD not in caplog.text
     assert "Kafka denied Write on Topic:txnwatch-alerts to User:alice" in str(err.value)
     assert "--operation Write --topic txnwatch-alerts" in str(err.value)
 
@@ -332,7 +334,7 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
     the topic, or query plan. The password reaches executors as a file: reference."""
     from kafka import KafkaConsumer
 
-    from streaming.runner import run_job
+    from streaming.runner import run_job, source_options
     from streaming.sinks.jsonl import read_jsonl
     from tests.test_kafka_source import live_scenario
 
@@ -370,9 +372,15 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
                                  **kafka_python_kwargs(sasl_settings(tls, "PLAIN")))
         topic_alerts = [m.value.decode() for m in consumer]
         consumer.close()
+        # The source's own plan lists its options; Spark masks keys matching spark.redaction.regex
+        # (default "(?i)secret|password|token|access[.]?key"), and the value is only a reference.
+        fmt, opts, _ = source_options(cfg, "kafka", None)
+        source_plan = spark.readStream.format(fmt).options(**opts).load()._jdf.queryExecution().toString()
+        plans.append(source_plan)
     assert len(topic_alerts) == len(alerts)
     assert "batch " in caplog.text  # progress lines were logged (and captured)
-    assert f"file:{secret_file}" in "".join(plans)  # the plan shows the reference ...
+    assert opts["sasl_plain_password"] == f"file:{secret_file}"
+    assert "sasl_plain_password=*********(redacted)" in source_plan and "sasl_plain_username=alice" in source_plan
     for where, text in {"logs": caplog.text, "console": out.getvalue(), "jsonl": jsonl.read_text(),
                         "alerts topic": "".join(topic_alerts), "plan": "".join(plans)}.items():
         assert PASSWORD not in text, f"password leaked into {where}"  # ... never the secret

@@ -162,13 +162,19 @@ class _SaslPayloadRedactor(logging.Filter):
     """kafka-python logs every request object and every raw frame it sends at DEBUG
     (``kafka/net/connection.py`` ``'%s Request %d: %s'``, ``kafka/protocol/parser.py``
     ``'%s Sending request %d %s'`` and ``'%s Send: %r'``). A SaslAuthenticate request carries the
-    PLAIN password, the OAUTHBEARER token or the SCRAM proof in clear: such arguments are replaced
-    before the record is formatted."""
+    PLAIN password, the OAUTHBEARER token or the SCRAM proof in clear. ``KafkaAdminClient`` logs
+    its whole configuration (``kafka/admin/client.py``: ``'Starting KafkaAdminClient with
+    configuration: %s'``), passwords included. Such arguments are replaced before the record is
+    formatted."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from kafka.protocol.sasl import SaslAuthenticateRequest, SaslBytesRequest
 
         args = record.args
+        if isinstance(args, Mapping):  # log.debug("... %s", config) stores the dict itself as args
+            if any(k in args for k in SECRET_KEYS):
+                record.args = ({k: "<redacted>" if k in SECRET_KEYS and v else v for k, v in args.items()},)
+            return True
         if not isinstance(args, tuple):
             return True
         out = []
@@ -183,7 +189,7 @@ class _SaslPayloadRedactor(logging.Filter):
 
 
 _REDACTOR = _SaslPayloadRedactor()
-_REDACTED_LOGGERS = ("kafka.net.connection", "kafka.protocol.parser")
+_REDACTED_LOGGERS = ("kafka.net.connection", "kafka.protocol.parser", "kafka.admin.client")
 
 
 def redact_sasl_in_kafka_logs() -> None:
