@@ -188,6 +188,17 @@ def test_unsupported_mechanism_and_untrusted_certificate(log_root, tls, tmp_path
                 w.partitions(["orders"])
 
 
+def test_sasl_against_a_listener_without_sasl(log_root):
+    """A broker answers SaslHandshake on a listener that is already authenticated (PLAINTEXT)
+    with ILLEGAL_SASL_STATE (KafkaApis.handleSaslHandshakeRequest)."""
+    settings = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
+                "sasl_plain_password": PASSWORD}
+    with FakeKafkaBroker(log_root) as broker, \
+            KafkaWire(broker.bootstrap_servers, **kafka_python_kwargs(settings), **FAST) as w:
+        with pytest.raises(KafkaWireError, match="Kafka authentication failed .*IllegalSaslStateError"):
+            w.partitions(["orders"])
+
+
 def test_crl_refuses_a_revoked_broker_certificate(log_root, tls):
     with FakeKafkaBroker(log_root, ssl_context=server_ssl_context(tls)) as broker:
         base = {"security_protocol": "SSL", "ssl_cafile": str(tls.ca)}

@@ -45,7 +45,7 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 from streaming.config import ConfigError
@@ -200,6 +200,14 @@ def redact_sasl_in_kafka_logs() -> None:
             logger.addFilter(_REDACTOR)
 
 
+def _given(settings: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The security keys that have a value (empty means kafka-python's default)."""
+    for key in SECURITY_KEYS:
+        value = settings.get(key)
+        if value is not None and value != "":
+            yield key, value
+
+
 def kafka_python_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     """kafka-python keyword arguments from ``[kafka]`` settings or source options.
 
@@ -209,10 +217,7 @@ def kafka_python_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     """
     redact_sasl_in_kafka_logs()
     out: dict[str, Any] = {}
-    for key in SECURITY_KEYS:
-        value = settings.get(key)
-        if value is None or value == "":
-            continue
+    for key, value in _given(settings):
         if key in _BOOL_KEYS:
             out[key] = _as_bool(key, value)
         elif key in SECRET_KEYS:
@@ -271,10 +276,7 @@ def spark_source_options(settings: Mapping[str, Any],
     """
     environ = os.environ if environ is None else environ
     out: dict[str, str] = {}
-    for key in SECURITY_KEYS:
-        value = settings.get(key)
-        if value is None or value == "":
-            continue
+    for key, value in _given(settings):
         if key in _BOOL_KEYS:
             out[key] = str(_as_bool(key, value)).lower()
         elif key in SECRET_KEYS and not is_reference(str(value)):
@@ -292,7 +294,7 @@ def check_source_options(options: Mapping[str, str]) -> dict[str, str]:
     Spark prints data source options in query plans (``explain``, the SQL tab); only a
     reference may travel there.
     """
-    out = {k: str(options[k]) for k in SECURITY_KEYS if options.get(k) not in (None, "")}
+    out = {k: str(v) for k, v in _given(options)}
     for key in SECRET_KEYS:
         if key in out and not is_reference(out[key]):
             raise KafkaSecurityError(f"kafka source: option {key!r} must be a reference (env:NAME or file:PATH), "
