@@ -15,6 +15,7 @@ import tempfile
 from typing import Any
 
 from streaming.config import ConfigError, engine_config, load
+from streaming.vocab import HANGING
 
 log = logging.getLogger("txnwatch")
 
@@ -97,7 +98,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(a) + "\n")
     else:
         sys.stdout.write(format_table(findings))
-    return 2 if any(a["status"] == "hanging" for a in findings) else 0
+    return 2 if any(a["status"] == HANGING for a in findings) else 0
 
 
 def scan_quality(spark, paths: list[str], cfg: dict[str, Any], findings: list[dict[str, Any]]) -> None:

@@ -24,14 +24,26 @@ from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefu
 from streaming.scenarios import ClusterLog
 from streaming.sinks.console import ConsoleSink
 from streaming.sinks.jsonl import JsonlSink, read_jsonl
+from streaming.vocab import (
+    COORDINATOR_FINISHED_WITHOUT_PARTITION,
+    COORDINATOR_STUCK,
+    COORDINATOR_UNAWARE,
+    FINDING_STATUSES,
+    HANGING,
+    LATE,
+    MARKERS_PENDING,
+    WRITE_AFTER_MARKER,
+)
 
 MINUTE = 60_000
+# The failure modes the demo cluster plants (it has a coordinator view, so never
+# exceeds-max-timeout; it plants no long-running live producer, so no long-transaction).
 EXPECTED_CAUSES = {
-    ("hanging", "coordinator-unaware"),
-    ("hanging", "coordinator-finished-without-partition"),
-    ("hanging", "write-after-marker"),
-    ("late", "markers-pending"),
-    ("late", "coordinator-stuck"),
+    (HANGING, COORDINATOR_UNAWARE),
+    (HANGING, COORDINATOR_FINISHED_WITHOUT_PARTITION),
+    (HANGING, WRITE_AFTER_MARKER),
+    (LATE, MARKERS_PENDING),
+    (LATE, COORDINATOR_STUCK),
 }
 
 
@@ -133,7 +145,7 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
 
     def track(alerts: list[dict[str, Any]]) -> None:
         for a in alerts:
-            if a["status"] in ("late", "hanging"):
+            if a["status"] in FINDING_STATUSES:
                 seen.add((a["status"], a["cause"]))
         if EXPECTED_CAUSES <= seen:
             fired.set()
@@ -171,7 +183,7 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
         if metrics is not None:
             metrics.close()
     alerts = read_jsonl(alerts_path)
-    hanging = [a for a in alerts if a["status"] == "hanging"]
+    hanging = [a for a in alerts if a["status"] == HANGING]
     out.write(f"\n{len(alerts)} alert(s) written to {alerts_path} ({len(hanging)} hanging)\n")
     missing = EXPECTED_CAUSES - seen
     if missing:

@@ -43,27 +43,21 @@ from typing import Any
 os.environ["GX_ANALYTICS_ENABLED"] = "false"  # before great_expectations is imported anywhere
 
 from streaming.events import KINDS  # noqa: E402
+from streaming.vocab import (  # noqa: E402
+    ALERT_FIELDS,
+    COORDINATOR_STATES,
+    EPOCH_SOURCES,
+    HANGING_CAUSES,
+    LATE_CAUSES,
+    RESOLUTIONS,
+)
 
 log = logging.getLogger("txnwatch")
 
 # Facts of the contract -----------------------------------------------------------------------
-TXN_STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
-                   "Dead", "PrepareEpochFence")  # udfs.model.TXN_STATES
 EPOCH_MIN, EPOCH_MAX = -1, 32767  # producer epoch: -1 (none) .. Short.MAX_VALUE
 MIN_TS_MS = 1_262_304_000_000  # 2010-01-01T00:00:00Z: older timestamps are not plausible for Kafka 0.11+
 FUTURE_SLACK_MS = 86_400_000  # a timestamp may be at most one day ahead of the event time
-HANGING_CAUSES = ("coordinator-unaware", "coordinator-finished-without-partition", "write-after-marker",
-                  "exceeds-max-timeout")
-LATE_CAUSES = ("markers-pending", "coordinator-stuck", "long-transaction")
-RESOLUTIONS = ("committed", "aborted", "closed", "lso-advanced")
-EPOCH_SOURCES = ("last-marker", "log-start", "snapshot", "coordinator-partition", "all-coordinators-max",
-                 "unknown")
-ALERT_COLUMNS = ("schema_version", "key", "status", "cause", "verified", "cluster", "topic", "partition",
-                 "producer_id", "producer_epoch", "first_offset", "last_offset", "first_ts", "last_ts", "open_ms",
-                 "idle_ms", "records", "bytes", "batches", "transactional_id", "coordinator_state",
-                 "coordinator_epoch", "coordinator_epoch_source", "lso", "high_watermark", "pins_lso",
-                 "data_deleted", "detected_at", "abort_command_new", "abort_command_legacy",
-                 "required_permission", "resolution", "threshold_ms", "clock_skew", "input", "verify_hint")
 
 EVENT_SUITE = "txnwatch_events"
 # Derived column added to the event table before validation (and dropped from reported rows):
@@ -192,7 +186,7 @@ def _event_rules() -> tuple[Rule, ...]:
              "coordinator records carry the coordinator epoch (partitionLeaderEpoch)",
              column="coordinator_epoch", when=_kinds("txn_state")),
         Rule("txn_state.state.known", "in_set", "txn_state is a coordinator TransactionState name",
-             column="txn_state", when=_kinds("txn_state"), value_set=TXN_STATE_NAMES),
+             column="txn_state", when=_kinds("txn_state"), value_set=COORDINATOR_STATES),
         Rule("progress.topic.not_null", "not_null", "progress rows name their topic", column="topic",
              when=_kinds("progress")),
         Rule("progress.partition.not_null", "not_null", "progress rows name their partition", column="partition",
@@ -254,7 +248,7 @@ def _alert_rules() -> tuple[Rule, ...]:
         Rule("coordinator_epoch.non_negative", "between", "coordinator_epoch >= 0", column="coordinator_epoch",
              min_value=0),
         Rule("coordinator_state.known", "in_set", "coordinator_state is a TransactionState name",
-             column="coordinator_state", value_set=TXN_STATE_NAMES),
+             column="coordinator_state", value_set=COORDINATOR_STATES),
         Rule("coordinator_epoch_source.known", "in_set", "coordinator_epoch_source is a known source",
              column="coordinator_epoch_source", value_set=EPOCH_SOURCES),
     ]
@@ -552,11 +546,11 @@ def alerts_frame(alerts: list[dict[str, Any]]) -> Any:
 
     rows = []
     for a in alerts:
-        r = {c: a.get(c) for c in ALERT_COLUMNS}
+        r = {c: a.get(c) for c in ALERT_FIELDS}
         parts = [a.get("cluster"), a.get("topic"), a.get("partition"), a.get("producer_id"), a.get("first_offset")]
         r["_expected_key"] = None if any(p is None for p in parts) else "/".join(str(p) for p in parts)
         rows.append(r)
-    df = pd.DataFrame(rows, columns=[*ALERT_COLUMNS, "_expected_key"])
+    df = pd.DataFrame(rows, columns=[*ALERT_FIELDS, "_expected_key"])
     return df.astype(object).where(df.notna(), None)
 
 
