@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from streaming.alerts import AlertConfig
-from streaming.config import engine_config, load
+from streaming.config import engine_config, load_config
 from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
 from streaming.scenarios import ClusterLog
 from streaming.sinks.console import ConsoleSink
@@ -137,9 +137,7 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
     cluster.traffic(rounds=2)
     cluster.c.flush()
 
-    cfg = load(None, env={})
-    cfg["cluster"] = "demo"
-    cfg["kafka"]["bootstrap_servers"] = "localhost:9092"
+    cfg = load_config(None, env={}, overrides={"cluster": "demo", "kafka.bootstrap_servers": "localhost:9092"})
     seen: set[tuple[str, str]] = set()
     fired = threading.Event()
 

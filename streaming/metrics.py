@@ -36,7 +36,8 @@ from streaming.vocab import FINDING_STATUSES, HANGING, HANGING_CAUSES, LATE, STA
 log = logging.getLogger("txnwatch")
 
 TXN_STATE_TOPIC = "__transaction_state"
-QUALITY_QUERY_PREFIX = "txnwatch-quality"  # = streaming.quality.QUALITY_QUERY_PREFIX (not imported: no GX here)
+# Name prefix of the quality gate's own query (streaming.quality.gate), whose batches are not the job's.
+QUALITY_QUERY_PREFIX = "txnwatch-quality"
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
@@ -243,7 +244,7 @@ class Metrics:
                 if name and p.name != name:
                     return
                 if not name and (p.name or "").startswith(QUALITY_QUERY_PREFIX):
-                    return  # the quality gate's own query (streaming.quality.start_quality_query)
+                    return  # the quality gate's own query (streaming.quality.gate.start_quality_query)
                 if p.numInputRows or p.batchDuration:
                     metrics.observe_duration(p.batchDuration / 1000.0)
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streaming.config import KafkaConfig, SinksConfig
 
 log = logging.getLogger("txnwatch")
 
@@ -34,12 +37,11 @@ class KafkaAlertSink:
         self._producer = None
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> KafkaAlertSink:
-        k = cfg["kafka"]
-        sec = {key: k[key] for key in ("security_protocol", "sasl_mechanism", "sasl_plain_username",
-                                       "sasl_plain_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile") if k[key]}
-        return cls(k["bootstrap_servers"], cfg["sinks"]["kafka_topic"], create_topic=cfg["sinks"]["kafka_create_topic"],
-                   client_id=f"{k['client_id']}-alerts", security=sec, request_timeout_ms=k["request_timeout_ms"])
+    def from_config(cls, kafka: KafkaConfig, sinks: SinksConfig) -> KafkaAlertSink:
+        """The ``[sinks]`` alerts topic on the ``[kafka]`` cluster, with its client settings."""
+        return cls(kafka.bootstrap_servers, sinks.kafka_topic, create_topic=sinks.kafka_create_topic,
+                   client_id=f"{kafka.client_id}-alerts", security=kafka.security(),
+                   request_timeout_ms=kafka.request_timeout_ms)
 
     def _ensure_topic(self) -> None:
         from kafka.admin import KafkaAdminClient, NewTopic
