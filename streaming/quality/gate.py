@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("txnwatch")
 
+
 class QuarantineSink:
     """Appends failed rows as JSONL: ``expectation``, ``reason``, ``source_position``, ``row``,
     plus ``suite``, ``batch_id`` (when known) and ``quarantined_at`` (epoch ms)."""
