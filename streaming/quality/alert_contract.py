@@ -44,19 +44,31 @@ def _field(error: Any) -> str:
     return "<alert>"
 
 
-def _rule(error: Any) -> str:
-    """The schema location that failed, e.g. ``allOf/0/then/properties/abort_command_new/type``."""
-    return "/".join(str(p) for p in error.absolute_schema_path)
+def _rule(error: Any, field: str) -> str:
+    """The schema location that failed, e.g. ``allOf/0/then/properties/abort_command_new/type``
+    (``required/<field>`` for a missing field)."""
+    path = "/".join(str(p) for p in error.absolute_schema_path)
+    return f"{path}/{field}" if error.validator == "required" else path
+
+
+def _condition(error: Any) -> str:
+    """`` (when status is 'hanging')`` for errors of a conditional (``allOf``/``if``) branch."""
+    where = list(error.absolute_schema_path)
+    if len(where) < 2 or where[0] != "allOf":
+        return ""
+    cond = _validator().schema["allOf"][where[1]]["if"]["properties"]
+    return " (when " + ", ".join(f"{k} is {json.dumps(v.get('const'))}" for k, v in cond.items()) + ")"
 
 
 def alert_errors(alert: dict[str, Any]) -> list[dict[str, Any]]:
     """The contract violations of one alert: ``{key, field, expectation, reason}`` each."""
     key = alert.get("key")
     out = []
-    for err in sorted(_validator().iter_errors(alert), key=lambda e: (_field(e), _rule(e))):
+    for err in _validator().iter_errors(alert):
         field = _field(err)
-        out.append({"key": key, "field": field, "expectation": _rule(err),
-                    "reason": f"alert {key}: {field}: {err.message}"})
+        out.append({"key": key, "field": field, "expectation": _rule(err, field),
+                    "reason": f"alert {key}: {field}: {err.message}{_condition(err)}"})
+    out.sort(key=lambda e: (e["field"], e["expectation"]))
     parts = [alert.get(p) for p in KEY_PARTS]
     if key is not None and all(p is not None for p in parts):
         expected = "/".join(str(p) for p in parts)
