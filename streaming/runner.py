@@ -27,6 +27,7 @@ from streaming.config import (
     engine_config,
 )
 from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
+from streaming.vocab import HANGING, LATE
 
 log = logging.getLogger("txnwatch")
 
@@ -102,8 +103,8 @@ class ProgressLogger:
     def __call__(self, batch_id: int, stats: dict[str, Any]) -> None:
         self.batches += 1
         active = stats["open_alerts"]
-        late = sum(1 for a in active.values() if a["status"] == "late")
-        hanging = sum(1 for a in active.values() if a["status"] == "hanging")
+        late = sum(1 for a in active.values() if a["status"] == LATE)
+        hanging = sum(1 for a in active.values() if a["status"] == HANGING)
         lag = sum(max((p.get("high_watermark") or 0) - (p.get("lso") or p.get("high_watermark") or 0), 0)
                   for p in stats["partitions"].values())
         log.warning("batch %d: %d rows, %d progress, %d gaps, %d alerts out; open findings: %d late, %d hanging; "
