@@ -17,6 +17,7 @@ from typing import Any
 from streaming.alerts import AlertConfig
 from streaming.config import ConfigError, engine_config
 from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
+from streaming.sources.kafka_security import spark_source_options
 
 log = logging.getLogger("txnwatch")
 
@@ -77,11 +78,9 @@ def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[
             "include_internal": str(k["include_internal"]).lower(), "starting_offsets": k["starting_offsets"],
             "max_offsets_per_trigger": str(k["max_offsets_per_trigger"]), "fetch_max_bytes": str(k["fetch_max_bytes"]),
             "client_id": k["client_id"],
-            "request_timeout_ms": str(k["request_timeout_ms"]), "security_protocol": k["security_protocol"]}
-    for key in ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_cafile", "ssl_certfile",
-                "ssl_keyfile"):
-        if k[key]:
-            opts[key] = k[key]
+            "request_timeout_ms": str(k["request_timeout_ms"])}
+    # Secrets become env:/file: references (never plan-visible options); runs before Spark starts.
+    opts.update(spark_source_options(k))
     return "kafka-txn", opts, True
 
 

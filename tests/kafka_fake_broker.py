@@ -57,10 +57,25 @@ What is modelled (and how faithfully)
 * **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories. Before v4
   (Kafka 2.4, KIP-464) ``-1`` partitions/replication factor is refused, and a replication
   factor above the number of brokers always is (``AdminUtils.assignReplicasToBrokers``).
-* **ACLs**: only IDEMPOTENT_WRITE for InitProducerId without a transactional id
-  (``idempotent_write_acl``; see :meth:`FakeKafkaBroker._on_init_producer_id`).
+* **ACLs**: IDEMPOTENT_WRITE for InitProducerId without a transactional id
+  (``idempotent_write_acl``; see :meth:`FakeKafkaBroker._on_init_producer_id`), and the
+  per-resource rules of **Authorization** below.
+* **TLS** (``ssl_context``: every listener wraps accepted sockets, optionally requiring client
+  certificates) and **SASL** (``sasl``: SaslHandshake v0-1 + SaslAuthenticate v0-2 with PLAIN,
+  SCRAM-SHA-256/512 and OAUTHBEARER before any other request), following Kafka's
+  ``SaslServerAuthenticator``; see ``tests/kafka_fake_security.py`` for the exact flow, error
+  codes and sources. After authentication SaslHandshake/SaslAuthenticate answer
+  ILLEGAL_SASL_STATE (``KafkaApis.handleSaslHandshakeRequest``/``handleSaslAuthenticateRequest``).
+* **Authorization** (:meth:`FakeKafkaBroker.deny`): rules checked per request with the
+  connection's principal, answered as ``KafkaApis`` does - Metadata: TOPIC_AUTHORIZATION_FAILED
+  per named topic without Describe (name, zero topic id, no partitions) and such topics left out
+  of an all-topics answer (``handleTopicMetadataRequest``); ListOffsets: per partition without
+  Describe (``handleListOffsetRequestV1AndAbove``); Fetch: per partition without Read
+  (``handleFetchRequest``); Produce: per partition without Write (``handleProduceRequest``);
+  CreateTopics: without Create on the cluster or the topic (``handleCreateTopicsRequest``).
+  Authorization is checked before existence, as in those handlers.
 
-Not modelled: SASL/SSL, fetch sessions, long-poll waits, replication/ISR, quota accounting and
+Not modelled: SASL re-authentication, GSSAPI, fetch sessions, long-poll waits, replication/ISR, quota accounting and
 channel muting (only the throttled answer itself, :meth:`throttle_fetch`), DeleteTopics
 (use :meth:`delete_topic`), compaction, leader-epoch checkpoint files, idempotent sequence
 checks, magic v0/v1 produce.
@@ -118,6 +133,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import crc32c
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
@@ -140,6 +156,14 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
+from tests.kafka_fake_security import DenyRule, SaslAuthenticator, SaslConfig, tls_principal
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +187,9 @@ INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+TOPIC_AUTHORIZATION_FAILED = 29
+CLUSTER_AUTHORIZATION_FAILED = 31
+ILLEGAL_SASL_STATE = 34
 
 ERROR_CODES = {
     "NONE": NONE,
@@ -175,7 +202,8 @@ ERROR_CODES = {
     "REQUEST_TIMED_OUT": 7,
     "REPLICA_NOT_AVAILABLE": 9,
     "NETWORK_EXCEPTION": 13,
-    "TOPIC_AUTHORIZATION_FAILED": 29,
+    "TOPIC_AUTHORIZATION_FAILED": TOPIC_AUTHORIZATION_FAILED,
+    "CLUSTER_AUTHORIZATION_FAILED": CLUSTER_AUTHORIZATION_FAILED,
     "KAFKA_STORAGE_ERROR": 56,
     "FENCED_LEADER_EPOCH": FENCED_LEADER_EPOCH,
     "UNKNOWN_LEADER_EPOCH": UNKNOWN_LEADER_EPOCH,
@@ -196,6 +224,8 @@ DEFAULT_API_VERSIONS: dict[int, tuple[int, int]] = {
     InitProducerIdRequest.API_KEY: (0, 4),
     AddPartitionsToTxnRequest.API_KEY: (0, 3),
     EndTxnRequest.API_KEY: (0, 3),
+    SaslHandshakeRequest.API_KEY: (0, 1),
+    SaslAuthenticateRequest.API_KEY: (0, 2),
 }
 
 _REQUEST_CLASSES = {
@@ -211,6 +241,8 @@ _REQUEST_CLASSES = {
         InitProducerIdRequest,
         AddPartitionsToTxnRequest,
         EndTxnRequest,
+        SaslHandshakeRequest,
+        SaslAuthenticateRequest,
     )
 }
 
@@ -225,9 +257,14 @@ _API_NAMES = {
     InitProducerIdRequest.API_KEY: "init_producer_id",
     AddPartitionsToTxnRequest.API_KEY: "add_partitions_to_txn",
     EndTxnRequest.API_KEY: "end_txn",
+    SaslHandshakeRequest.API_KEY: "sasl_handshake",
+    SaslAuthenticateRequest.API_KEY: "sasl_authenticate",
 }
 
 _PARTITION_APIS = ("fetch", "list_offsets", "produce")
+# ACL operation each partition-scoped API needs on its topic (KafkaApis.handleFetchRequest: READ,
+# handleListOffsetRequestV1AndAbove: DESCRIBE, handleProduceRequest: WRITE)
+_PARTITION_API_OPERATION = {"fetch": "Read", "list_offsets": "Describe", "produce": "Write"}
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -593,9 +630,35 @@ class _Node:
             buf += chunk
         return bytes(buf)
 
+    def _secure(self, conn: socket.socket) -> socket.socket | None:
+        """TLS handshake (if the listener has a context); the wrapped socket replaces the raw one."""
+        ctx = self.broker.ssl_context
+        if ctx is None:
+            return conn
+        raw = conn
+        try:
+            raw.settimeout(5)
+            conn = ctx.wrap_socket(raw, server_side=True)
+        except (OSError, ValueError) as exc:
+            log.info("fake broker node %s: TLS handshake failed: %s", self.node_id, exc)
+            _hard_close(raw)
+            return None
+        conn.settimeout(0.05)
+        with self._lock:
+            self._conns.discard(raw)
+            self._conns.add(conn)
+        return conn
+
     def _serve(self, conn: socket.socket) -> None:
         stalled = False
+        graceful = False
+        raw = conn
         try:
+            conn = self._secure(conn)
+            if conn is None:
+                return
+            auth = self.broker._authenticator(self)
+            self.broker._conn.principal = tls_principal(conn) if self.broker.ssl_context else "User:ANONYMOUS"
             while self._running:
                 head = self._recv_exact(conn, 4)
                 if head is None:
@@ -608,6 +671,22 @@ class _Node:
                     break
                 if stalled:
                     continue  # Kafka answers in order: nothing after a stalled request is answered
+                if auth is not None and not auth.complete:
+                    reply, close = auth.handle(payload)
+                    if reply is not None:
+                        self._send(conn, reply)
+                    if close:
+                        # The failure response goes out, the close follows after
+                        # connection.failed.authentication.delay.ms (default 100; Selector.
+                        # maybeDelayCloseOnAuthenticationFailure), as a FIN, not a reset:
+                        # clients read the error before they see the close.
+                        graceful = reply is not None
+                        if graceful:
+                            time.sleep(0.1)
+                        break
+                    if auth.complete:
+                        self.broker._conn.principal = auth.principal
+                    continue
                 reply = self.broker._handle_frame(self, payload)
                 if reply is _CLOSE:
                     break
@@ -616,20 +695,29 @@ class _Node:
                     continue
                 if reply is None:
                     continue
-                conn.settimeout(5)
-                try:
-                    conn.sendall(reply)
-                finally:
-                    conn.settimeout(0.05)
+                self._send(conn, reply)
         except OSError:
             pass
         except Exception:  # noqa: BLE001 - a broker bug must not kill the test process silently
             log.exception("fake broker node %s: error while serving a connection", self.node_id)
         finally:
-            _hard_close(conn)
+            if graceful:
+                with contextlib.suppress(OSError):
+                    conn.close()
+            else:
+                _hard_close(conn or raw)
             with self._lock:
                 self._conns.discard(conn)
+                self._conns.discard(raw)
                 self._conn_threads.discard(threading.current_thread())
+
+    @staticmethod
+    def _send(conn: socket.socket, reply: bytes) -> None:
+        conn.settimeout(5)
+        try:
+            conn.sendall(reply)
+        finally:
+            conn.settimeout(0.05)
 
 
 _CLOSE = object()
@@ -672,6 +760,10 @@ class FakeKafkaBroker:
         coordinator_epoch: coordinator epoch written into transaction markers (EndTxn).
         first_producer_id: first producer id handed out by InitProducerId.
         cluster_id: Metadata cluster id.
+        ssl_context: server-side TLS context (``kafka_fake_security.server_ssl_context``): every
+            listener speaks TLS (Kafka's SSL / SASL_SSL listeners).
+        sasl: mechanisms and credentials (``kafka_fake_security.SaslConfig``): every connection
+            must authenticate first (SASL_PLAINTEXT, or SASL_SSL with ``ssl_context``).
     """
 
     def __init__(self, root: str | os.PathLike, *, num_nodes: int = 1, host: str = "127.0.0.1",
@@ -679,7 +771,8 @@ class FakeKafkaBroker:
                  api_versions: dict[int, tuple[int, int]] | None = None, partial_batches: bool = True,
                  coordinator_epoch: int = 0, first_producer_id: int = 1000,
                  cluster_id: str = "txnwatch-fake-cluster", broker_version: tuple[int, int] | None = None,
-                 null_records: bool = False, idempotent_write_acl: bool = True, topic_write_acl: bool = True):
+                 null_records: bool = False, idempotent_write_acl: bool = True, topic_write_acl: bool = True,
+                 ssl_context: Any = None, sasl: SaslConfig | None = None):
         if num_nodes < 1:
             raise ValueError("num_nodes must be >= 1")
         self.root = Path(root)
@@ -702,6 +795,10 @@ class FakeKafkaBroker:
         self.partial_batches = partial_batches
         self.coordinator_epoch = coordinator_epoch
         self.cluster_id = cluster_id
+        self.ssl_context = ssl_context
+        self.sasl = sasl
+        self._deny_rules: list[DenyRule] = []
+        self._conn = threading.local()  # per connection thread: .principal
         self._lock = threading.RLock()
         self._partitions: dict[tuple[str, int], _PartitionLog] = {}
         self._leaders: dict[tuple[str, int], int] = {}
@@ -989,6 +1086,42 @@ class FakeKafkaBroker:
             raise KeyError(f"unknown partition {topic}-{partition}")
         return plog
 
+    # ---------------------------------------------------------------- security
+    def deny(self, operation: str, resource_type: str, name: str, principal: str = "*") -> None:
+        """Add a DENY ACL: ``deny("Read", "Topic", "__transaction_state", "User:alice")``.
+
+        Operations and resource types are spelled as ``kafka-acls.sh`` prints them. Everything
+        not denied is allowed (an authorizer with ``allow.everyone.if.no.acl.found``).
+        """
+        with self._lock:
+            self._deny_rules.append(DenyRule(principal, operation, resource_type, name))
+
+    def clear_acls(self) -> None:
+        with self._lock:
+            self._deny_rules.clear()
+
+    def _principal(self) -> str:
+        return getattr(self._conn, "principal", "User:ANONYMOUS")
+
+    def _authorized(self, operation: str, resource_type: str, name: str) -> bool:
+        principal = self._principal()
+        return not any(r.matches(principal, operation, resource_type, name) for r in self._deny_rules)
+
+    def _authenticator(self, node: _Node) -> SaslAuthenticator | None:
+        if self.sasl is None:
+            return None
+        # ApiVersions before authentication is answered like any other (handleApiVersionsRequest)
+        return SaslAuthenticator(self.sasl, lambda payload: self._handle_frame(node, payload))
+
+    def _on_sasl_handshake(self, node, request, version):
+        return SaslHandshakeResponse(version=version, error_code=ILLEGAL_SASL_STATE,
+                                     mechanisms=list(self.sasl.mechanisms) if self.sasl else [])
+
+    def _on_sasl_authenticate(self, node, request, version):
+        return SaslAuthenticateResponse(version=version, error_code=ILLEGAL_SASL_STATE,
+                                        error_message="SaslAuthenticate request received after successful "
+                                                      "authentication", auth_bytes=b"", session_lifetime_ms=0)
+
     # ---------------------------------------------------------------- fault injection
     def inject_partition_error(self, topic: str, partition: int, error: int | str, count: int = 1,
                                apis: tuple[str, ...] = _PARTITION_APIS) -> None:
@@ -1129,7 +1262,14 @@ class FakeKafkaBroker:
             names = [t.name for t in request.topics]
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         out = []
+        all_topics = request.topics is None or (version == 0 and not request.topics)
         for name in names:
+            if not self._authorized("Describe", "Topic", name):
+                if not all_topics:  # an all-topics answer leaves it out; never disclose existence
+                    out.append(MetadataResponse.MetadataResponseTopic(
+                        error_code=TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=uuid.UUID(int=0),
+                        is_internal=False, partitions=[]))
+                continue
             if name in stale:  # KafkaApis.handleTopicMetadataRequest: not in this broker's metadataCache
                 out.append(MetadataResponse.MetadataResponseTopic(
                     error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=uuid.UUID(int=0),
@@ -1163,10 +1303,12 @@ class FakeKafkaBroker:
     def _partition_check(self, node, topic: str, partition: int, api: str,
                          current_leader_epoch: int = -1, *, follower_ok: bool = False) -> tuple[
                              int, _PartitionLog | None]:
-        """Common partition-scoped checks: existence, injected faults, leadership, leader epoch.
+        """Common partition-scoped checks: ACL, existence, injected faults, leadership, leader epoch.
 
         ``follower_ok``: a consumer Fetch v11+ that a preferred read replica may serve.
         """
+        if not self._authorized(_PARTITION_API_OPERATION[api], "Topic", topic):
+            return TOPIC_AUTHORIZATION_FAILED, None
         plog = self._plog(topic, partition)
         if plog is None:
             return UNKNOWN_TOPIC_OR_PARTITION, None
@@ -1371,7 +1513,9 @@ class FakeKafkaBroker:
             # NO_NUM_PARTITIONS/NO_REPLICATION_FACTOR); before, AdminUtils.assignReplicasToBrokers
             # refuses it, and always refuses more replicas than brokers.
             rf = t.replication_factor if t.replication_factor > 0 or version < 4 else 1
-            if t.name in existing:
+            if not (self._authorized("Create", "Cluster", "kafka-cluster") or self._authorized("Create", "Topic", t.name)):
+                code, msg = TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+            elif t.name in existing:
                 code, msg = TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
             elif t.num_partitions <= 0 and (version < 4 or t.num_partitions != -1):
                 code, msg = INVALID_PARTITIONS, "Number of partitions must be larger than 0."

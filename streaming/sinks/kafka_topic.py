@@ -24,6 +24,14 @@ import json
 import logging
 from typing import Any
 
+from streaming.sources.kafka_security import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+    authorization_message,
+    kafka_python_kwargs,
+    principal_of,
+)
+
 log = logging.getLogger("txnwatch")
 
 IDEMPOTENCE_MODES = ("auto", "true", "false")
@@ -91,8 +99,7 @@ class KafkaAlertSink:
         """The sink from the loaded configuration: the only place that reads its settings."""
         k = cfg["kafka"]
         s = cfg["sinks"]
-        sec = {key: k[key] for key in ("security_protocol", "sasl_mechanism", "sasl_plain_username",
-                                       "sasl_plain_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile") if k[key]}
+        sec = kafka_python_kwargs(k)
         # .get: these keys are not in streaming/config.py's DEFAULTS yet (see docs/configuration.md)
         return cls(k["bootstrap_servers"], s["kafka_topic"], create_topic=s["kafka_create_topic"],
                    client_id=f"{k['client_id']}-alerts", security=sec, request_timeout_ms=k["request_timeout_ms"],
@@ -187,8 +194,24 @@ class KafkaAlertSink:
             raise
         except Exception as exc:  # noqa: BLE001 - any client error fails the micro-batch
             self.close()
+            denied = self._denied(exc)
+            if denied:
+                raise AlertSinkError(f"could not produce {len(alerts)} alert(s): {denied}") from exc
             raise AlertSinkError(f"could not produce {len(alerts)} alert(s) to topic {self.topic!r} on "
                                  f"{self.bootstrap}: {exc}") from exc
+
+    def _denied(self, exc: BaseException) -> str | None:
+        """The missing-ACL message for an authorization error of kafka-python, else None."""
+        from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+        if isinstance(exc, TopicAuthorizationFailedError):
+            api, code, resource = "Produce", TOPIC_AUTHORIZATION_FAILED, self.topic
+        elif isinstance(exc, ClusterAuthorizationFailedError):
+            api, code, resource = "InitProducerId", CLUSTER_AUTHORIZATION_FAILED, "kafka-cluster"
+        else:
+            return None
+        return authorization_message(api, code, resource, principal=principal_of(self.security),
+                                     bootstrap=self.bootstrap)
 
     def close(self) -> None:
         if self._producer is not None:

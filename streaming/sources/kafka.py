@@ -10,9 +10,11 @@ coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
 with a metadata refresh and doubling backoff, before the unread range becomes a gap),
 ``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
-deleted), and the kafka-python security
-settings ``security_protocol``, ``sasl_mechanism``, ``sasl_plain_username``,
-``sasl_plain_password``, ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``.
+deleted), and the kafka-python security settings of
+:data:`streaming.sources.kafka_security.SECURITY_KEYS`. Secrets
+(``sasl_plain_password``, ``ssl_password``) must be references (``env:NAME``, ``file:PATH``),
+never the secret itself, because Spark prints data source options in query plans; they are
+resolved (and the OAUTHBEARER token provider imported) in each process that connects.
 
 Why starting at the LSO is correct: every transaction that began before the LSO is closed by
 definition (the LSO is the first offset of the oldest open transaction), so nothing before it can
@@ -52,13 +54,12 @@ from streaming.partition_read import (
     data_partition_events,
     txn_partition_events,
 )
+from streaming.sources.kafka_security import check_source_options, kafka_python_kwargs
 from streaming.sources.kafka_wire import KafkaWire
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
 TXN_TOPIC = "__transaction_state"
-_SECURITY = ("security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_cafile",
-             "ssl_certfile", "ssl_keyfile")
 
 
 def _options(options: dict[str, str]) -> dict[str, Any]:
@@ -92,7 +93,8 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "retry_backoff_ms": int(options.get("retry_backoff_ms", "200")),
         "empty_fetch_retries": int(options.get("empty_fetch_retries", "4")),
         "deletion_confirmations": int(options.get("deletion_confirmations", "3")),
-        "security": {k: options[k] for k in _SECURITY if options.get(k)},
+        # unresolved (references, dotted paths): picklable, resolved by _wire in each process
+        "security": check_source_options(options),
     }
 
 
@@ -110,7 +112,8 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
             w = _WIRES[key] = KafkaWire(opts["bootstrap"], client_id=opts["client_id"],
                                         request_timeout_ms=opts["request_timeout_ms"], retries=opts["retries"],
                                         retry_backoff_ms=opts["retry_backoff_ms"],
-                                        deletion_confirmations=opts["deletion_confirmations"], **opts["security"])
+                                        deletion_confirmations=opts["deletion_confirmations"],
+                                        **kafka_python_kwargs(opts["security"]))
         return w
 
 

@@ -78,8 +78,14 @@ Fault handling
   is least loaded, all lack the topic (or partition) is the result ``FetchStatus.DELETED``
   (``PartitionOffsets.deleted``): one broker with a stale metadata cache answers
   UNKNOWN_TOPIC_OR_PARTITION for a topic that exists. Otherwise it is retried like a leader error.
-* Anything else (authorization/authentication failures, unsupported versions, corrupt
-  responses) raises :class:`KafkaWireError` immediately. Nothing is ever skipped silently.
+* TOPIC_AUTHORIZATION_FAILED (Metadata per topic, ListOffsets and Fetch per partition) and
+  the other ``*_AUTHORIZATION_FAILED`` codes raise :class:`KafkaAuthorizationError` at once, with
+  one message naming the missing ACL (operation and resource), the principal when the
+  configuration tells it, and the ``kafka-acls.sh`` command that grants it. Note that Kafka
+  leaves topics the principal may not Describe out of an all-topics Metadata answer, so a
+  ``pattern`` silently skips them (``handleTopicMetadataRequest``).
+* Anything else (authentication failures, unsupported versions, corrupt responses) raises
+  :class:`KafkaWireError` immediately. Nothing is ever skipped silently.
 
 Threading and Spark: a :class:`KafkaWire` may be shared by threads (every call runs as a
 coroutine on its own IO thread; the calling thread blocks until it completes) and is picklable (only the configuration travels; connections are opened lazily on first
@@ -94,6 +100,7 @@ import logging
 import random
 import re
 import socket
+import ssl
 import threading
 import time
 import weakref
@@ -109,6 +116,8 @@ from kafka.net.selector import NetworkSelector
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
+from streaming.sources.kafka_security import AUTHORIZATION_ERRORS, authorization_message, principal_of
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -118,6 +127,7 @@ __all__ = [
     "METADATA_MIN_VERSION",
     "FetchResult",
     "FetchStatus",
+    "KafkaAuthorizationError",
     "KafkaUnavailable",
     "KafkaWire",
     "KafkaWireError",
@@ -182,6 +192,10 @@ class KafkaWireError(Exception):
         super().__init__(message)
         self.error_code = error_code
         self.error = error_name(error_code) if error_code is not None else None
+
+
+class KafkaAuthorizationError(KafkaWireError):
+    """The broker refused an operation for lack of an ACL; the message names the ACL to add."""
 
 
 class KafkaUnavailable(KafkaWireError):
@@ -474,6 +488,8 @@ class KafkaWire:
         if manager.bootstrapped:
             return
         timeout_ms = self._config["bootstrap_timeout_ms"]
+        if str(self._config.get("security_protocol") or "PLAINTEXT").upper() != "PLAINTEXT":
+            self._check_security(manager)
         try:
             manager.bootstrap(timeout_ms)
         except (Errors.SaslAuthenticationFailedError, Errors.AuthorizationError) as exc:
@@ -486,6 +502,50 @@ class KafkaWire:
             raise KafkaUnavailable(
                 f"Kafka unavailable: could not bootstrap cluster metadata from {self.bootstrap_servers} "
                 f"within {timeout_ms} ms (last error: {self._bootstrap_diagnosis(manager, exc)})") from exc
+
+    def _check_security(self, manager: KafkaConnectionManager) -> None:
+        """Fail at once, and clearly, when TLS or SASL is refused.
+
+        kafka-python's bootstrap retries a refused authentication like a network error until its
+        timeout and then reports only the timeout; a wrong password or an untrusted certificate
+        never heals by retrying (Kafka's Java clients treat AuthenticationException as fatal too).
+        One connection to a bootstrap server is opened first; other failures are left to the
+        bootstrap's retries. The connection stays open and is used by the bootstrap.
+        """
+        broker = manager.cluster.bootstrap_brokers()[0]
+
+        async def probe() -> BaseException | None:
+            try:
+                conn = manager.get_connection(broker.node_id, timeout_ms=self._config["socket_connection_setup_timeout_ms"],
+                                              pop_on_close=False, refresh_metadata_on_err=False,
+                                              reset_backoff_on_connect=False)
+                await conn
+            except Exception as exc:  # noqa: BLE001 - classified below
+                manager.close(broker.node_id)
+                return exc
+            return None
+
+        exc = self._net.run(probe)
+        if exc is None:
+            return
+        where = (f"{broker.host}:{broker.port} ({self._config.get('security_protocol')}"
+                 f"{', ' + self._config['sasl_mechanism'] if self._config.get('sasl_mechanism') else ''}"
+                 f"{', user ' + self._config['sasl_plain_username'] if self._config.get('sasl_plain_username') else ''})")
+        cause = exc.__cause__ or (exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None)
+        if isinstance(exc, (Errors.SaslAuthenticationFailedError, Errors.UnsupportedSaslMechanismError,
+                            Errors.IllegalSaslStateError)):
+            detail = re.sub(r"^(\[Error \d+\] )?(\w+: )*", "", str(exc))  # kafka-python repeats the class name
+            if isinstance(exc, Errors.UnsupportedSaslMechanismError):
+                detail = (f"the broker does not enable {self._config.get('sasl_mechanism')} on this listener "
+                          f"(its sasl.enabled.mechanisms)")
+            raise KafkaWireError(f"Kafka authentication failed at {where}: {type(exc).__name__}: {detail}") from exc
+        # kafka-python wraps TLS failures as KafkaConnectionError("Handshake failed: <ssl error>")
+        tls_failed = isinstance(cause, ssl.SSLError) or isinstance(exc, ssl.SSLError) or (
+            isinstance(exc, Errors.KafkaConnectionError) and "Handshake failed" in str(exc))
+        if tls_failed:
+            detail = _describe(cause) if isinstance(cause, ssl.SSLError) else str(exc).split("Handshake failed: ")[-1]
+            raise KafkaWireError(f"TLS handshake with {where} failed: {detail} (check ssl_cafile, "
+                                 f"ssl_check_hostname, ssl_crlfile and the client certificate)") from exc
 
     def _bootstrap_diagnosis(self, manager: KafkaConnectionManager, exc: BaseException) -> str:
         for broker in manager.cluster.bootstrap_brokers():
@@ -569,6 +629,12 @@ class KafkaWire:
         self._run(self._metadata_async, list(topics) if topics is not None else None, None)
 
     # ------------------------------------------------------------------ internals (IO thread)
+    def _denied(self, api: str, code: int, resource: str, node: Any) -> KafkaAuthorizationError:
+        msg = authorization_message(api, code, resource, principal=principal_of(self._config),
+                                    bootstrap=self.bootstrap_servers,
+                                    broker=self._node_desc(node) if node is not None else None)
+        return KafkaAuthorizationError(msg, error_code=code)
+
     def _node_desc(self, node_id: Any) -> str:
         if node_id == -1:
             return "none (no leader)"
@@ -676,6 +742,8 @@ class KafkaWire:
                          if c not in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID) and n not in retriable}
                 if fatal:
                     name, code = next(iter(fatal.items()))
+                    if code in AUTHORIZATION_ERRORS:
+                        raise self._denied("Metadata", code, name, None)
                     raise KafkaWireError(f"Metadata for topic {name!r} failed: {error_name(code)}", error_code=code)
                 if retriable:
                     await attempts.failed(
@@ -777,6 +845,8 @@ class KafkaWire:
                         last_error = f"{error_name(code)} for {tp[0]}-{tp[1]}"
                         last_node = leader
                         continue
+                    if code in AUTHORIZATION_ERRORS:
+                        raise self._denied("ListOffsets", code, tp[0], leader)
                     raise KafkaWireError(f"ListOffsets for {tp[0]}-{tp[1]} at {self._node_desc(leader)} failed: "
                                          f"{error_name(code)}", error_code=code)
             pending = retry
@@ -888,6 +958,8 @@ class KafkaWire:
                 await attempts.failed(f"{error_name(code)} for {topic}-{partition}", leader)
                 await self._metadata_async([topic], attempts)
                 continue
+            if code in AUTHORIZATION_ERRORS:
+                raise self._denied("Fetch", code, topic, leader)
             raise KafkaWireError(f"Fetch {topic}-{partition} at offset {offset} from {self._node_desc(leader)} "
                                  f"failed: {error_name(code)}", error_code=code)
 
