@@ -34,6 +34,13 @@ Kinds:
     One per partition per read: ``high_watermark``, ``lso``, ``log_start_offset`` and the read
     time in ``event_time``. For log directories: ``high_watermark`` = end of the data read, ``lso``
     derived from the transactions open at the end of the read (null when it cannot be known).
+    ``read_from_zero``: the partition was read from offset 0 with nothing ever deleted (log start
+    0). ``__transaction_state`` progress rows carry ``txn_partition_count`` (the topic's partition
+    count: metadata live, config ``txn_state_partitions`` for files).
+
+A data partition seeded from a producer snapshot stamps ``snapshot_offset`` (the newest readable
+snapshot's offset) on every data, marker and progress row of the partition: rows whose
+``last_offset`` is below it are already summarised by the snapshot (detection.md §1).
 ``gap``
     Bytes or lines that could not be read or are missing: ``reason`` and ``source_position``
     say what and where; ``first_offset``/``last_offset`` bound the missing offsets when known.
@@ -91,6 +98,8 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("client_txn_version", "int"),
     ("snapshot_offset", "long"),
     ("from_log_start", "bool"),  # this partition's reading began at its log start offset
+    ("read_from_zero", "bool"),  # ... and that log start is 0: nothing was ever deleted
+    ("txn_partition_count", "int"),  # __transaction_state progress: partitions the topic has (n)
     ("high_watermark", "long"),
     ("lso", "long"),
     ("log_start_offset", "long"),

@@ -54,6 +54,12 @@ def build_sinks(cfg: dict[str, Any], *, console_out=None) -> SinkSet:
     return sinks
 
 
+def txn_state_partitions(cfg: dict[str, Any]) -> str:
+    """``[coordinator] txn_state_partitions`` (default 50) as a file-source option: how many
+    ``__transaction_state`` partitions make the coordinator view complete (detection.md §3.1)."""
+    return str(cfg.get("coordinator", {}).get("txn_state_partitions", 50))
+
+
 def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[str, dict[str, str], bool]:
     """(format, options, coordinator available) for the chosen source."""
     if source in ("segments", "dumps"):
@@ -65,10 +71,12 @@ def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[
             from streaming.sources.logdir import list_partitions
 
             coord = any(p.is_txn_state for p in list_partitions(path))
-            return "segments", {"path": path, "cluster": cfg["cluster"]}, coord
+            return "segments", {"path": path, "cluster": cfg["cluster"],
+                                 "txn_state_partitions": txn_state_partitions(cfg)}, coord
         # Whether __transaction_state dumps are dropped too cannot be known in advance; without
         # them every finding must stay "exceeds-max-timeout, unverified" (never coordinator-unaware).
-        return "dumps", {"dir": path, "cluster": cfg["cluster"]}, cfg["dumps"]["coordinator_view"]
+        return "dumps", {"dir": path, "cluster": cfg["cluster"], "txn_state_partitions": txn_state_partitions(cfg)}, \
+            cfg["dumps"]["coordinator_view"]
     k = cfg["kafka"]
     if not k["bootstrap_servers"]:
         raise ConfigError("kafka.bootstrap_servers is required for --source kafka (config, "
