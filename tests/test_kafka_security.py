@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from streaming.config import ConfigError, load
+from streaming.config import ConfigError, as_config, load
 from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
 from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
 from streaming.sources.kafka_security import (
@@ -274,7 +274,7 @@ def test_alert_sink_over_tls_and_sasl_plain(log_root, tls, caplog):
         cfg = load(None, env={})
         cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=5000,
                             **sasl_settings(tls, "PLAIN"))
-        sink = KafkaAlertSink.from_config(cfg)
+        sink = KafkaAlertSink.from_config(as_config(cfg).kafka, as_config(cfg).sinks)
         sink(alerts)
         sink.close()
         with KafkaWire(broker.bootstrap_servers, **kafka_python_kwargs(sasl_settings(tls, "SCRAM-SHA-512")),
@@ -285,7 +285,7 @@ def test_alert_sink_over_tls_and_sasl_plain(log_root, tls, caplog):
         assert PASSWORD.encode() not in raw
         # a denied Write on the alerts topic fails the micro-batch with the ACL to add
         broker.deny("Write", "Topic", "txnwatch-alerts")
-        sink = KafkaAlertSink.from_config(cfg)
+        sink = KafkaAlertSink.from_config(as_config(cfg).kafka, as_config(cfg).sinks)
         with pytest.raises(AlertSinkError) as err:
             sink(alerts[:1])
         sink.close()
