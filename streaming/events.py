@@ -106,8 +106,7 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("client_txn_version", "int"),
     ("snapshot_offset", "long"),
     ("from_log_start", "bool"),  # this partition's reading began at its log start offset
-    ("read_from_zero", "bool"),  # ... and that log start is 0: nothing was ever deleted
-    ("txn_partition_count", "int"),  # __transaction_state progress: partitions the topic has (n)
+    ("read_from_zero", "bool"),  # reading began at offset 0 and nothing was ever deleted (log start 0)
     ("high_watermark", "long"),
     ("lso", "long"),
     ("log_start_offset", "long"),
