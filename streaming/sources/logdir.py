@@ -381,6 +381,9 @@ def read_range(
         gaps.append(gap_event(f"log start offset checkpoint ignored: {ckpt_problem}", topic=part.topic,
                               partition=part.partition, **common))
     seed, skipped = (None, []) if part.is_txn_state else _seed_at(part, seed_offset)
+    if start is None and seed_offset is not None and not part.is_txn_state:
+        # the plan chose past corrupt newer snapshots: report them with the first read
+        skipped = newest_snapshot(part)[1] + skipped
     if start is None:
         gaps += [_gap_at(where_, reason, part, common) for where_, reason in skipped]
     snap_off = seed.offset if seed is not None else None
