@@ -63,4 +63,6 @@ ALERT_FIELDS = (
     "abort_command_new", "abort_command_legacy", "required_permission", "resolution",
     # additions beyond the minimum contract (documented in docs/alerts.md)
     "threshold_ms", "clock_skew", "input", "verify_hint",
+    # rules v2 (issue 10): what an unverified finding lacks, how exact its epoch is, its evidence
+    "missing_txn_partitions", "epoch_hint", "evidence",
 )
