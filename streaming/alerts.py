@@ -37,6 +37,8 @@ from streaming.vocab import ALERT_SCHEMA_VERSION, FINDING_STATUSES, HANGING, RES
 
 REQUIRED_PERMISSION = "CLUSTER_ACTION on the cluster (brokers 3.0-3.7) or ALTER on the cluster (3.8+)"
 TXN_TOPIC = "__transaction_state"
+FILE_SOURCES = ("segments", "dumps")  # event ``source`` values of file inputs
+READ_TO_THE_END = 1 << 62  # read time of a file input's coordinator partition: up to any clock
 
 
 @dataclass(frozen=True)
@@ -377,6 +379,11 @@ class Enricher:
         if row["topic"] != TXN_TOPIC:
             return
         t = _int(row.get("now_ms"))
+        if row.get("source") in FILE_SOURCES:
+            # Files and dumps are a picture of the log up to where they end, and the file sources
+            # read __transaction_state whole (never throttled) in one go: once read, a coordinator
+            # partition is read up to any later clock of the same input (only the live path lags).
+            t = READ_TO_THE_END
         if t is not None:
             self.txn_read_ms[key] = max(self.txn_read_ms.get(key, t), t)
         if _int(row.get("coordinator_epoch")) is not None:
@@ -415,7 +422,9 @@ class Enricher:
         cache = self.answers.setdefault(key, {})
         if "dp" not in cache:
             answers = self.broker.describe_producers(txn.topic, txn.partition)
-            if answers is not None:
+            if answers is None:
+                cache["dp"] = None  # unsupported or unreachable: not asked again for this finding
+            else:
                 dp = answers.get(txn.producer_id) or DescribeProducersAnswer(found=False)
                 if dp.found and dp.current_txn_start_offset == txn.first_offset:
                     cache["dp"] = asdict(dp)
