@@ -133,6 +133,10 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, coord_max_epoch: 
         "clock_skew": bool(row.get("clock_skew")),
         "input": row.get("source_position") or row.get("source"),
         "verify_hint": None,
+        # filled on the live path by streaming.broker_confirm.annotate
+        "evidence": None,
+        "confirmed_by": None,
+        "blocked_groups": None,
     }
     out["verify_hint"] = _verify_hint(out, cfg)
     return out

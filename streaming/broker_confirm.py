@@ -195,6 +195,20 @@ class KafkaBrokerConfirm:
         versions = self._admin()._manager.broker_version_data.api_versions
         return request_class.API_KEY in versions
 
+    def _available(self, api: str, request_class: type) -> bool:
+        """Whether the API may be asked: listed by ApiVersions (logged once when not) and the
+        cluster reachable (an unreachable cluster gives unknown answers, logged)."""
+        try:
+            if self.supports(request_class):
+                return True
+        except (Errors.KafkaError, OSError) as exc:
+            log.warning("%s: cannot reach %s, answer unknown: %s: %s", api, self.bootstrap_servers,
+                        type(exc).__name__, exc)
+            return False
+        self._once(api, logging.INFO, "%s not supported by the brokers at %s (ApiVersions): answer unknown",
+                   api, self.bootstrap_servers)
+        return False
+
     def _once(self, key: str, level: int, msg: str, *args: Any) -> None:
         if key not in self._logged:
             self._logged.add(key)
@@ -220,9 +234,7 @@ class KafkaBrokerConfirm:
     # ------------------------------------------------------------------ BrokerEvidence
     def describe_producers(self, topic: str, partition: int) -> dict[int, DescribeProducersAnswer] | None:
         with self._lock:
-            if not self.supports(DescribeProducersRequest):
-                self._once("dp", logging.INFO, "DescribeProducers not supported by %s (Kafka < 2.8): "
-                           "coordinator epochs come from the log", self.bootstrap_servers)
+            if not self._available(DESCRIBE_PRODUCERS, DescribeProducersRequest):  # Kafka 2.8+
                 return None
             tp = TopicPartition(topic, int(partition))
             try:
@@ -239,9 +251,7 @@ class KafkaBrokerConfirm:
 
     def describe_transaction(self, transactional_id: str) -> dict[str, Any] | None:
         with self._lock:
-            if not self.supports(DescribeTransactionsRequest):
-                self._once("dt", logging.INFO, "DescribeTransactions not supported by %s (Kafka < 3.0)",
-                           self.bootstrap_servers)
+            if not self._available(DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest):  # Kafka 3.0+
                 return None
             try:
                 found = self._call(DESCRIBE_TRANSACTIONS,
@@ -283,9 +293,9 @@ class KafkaBrokerConfirm:
         if self._groups is not None and self._groups_at is not None and \
                 (now - self._groups_at) * 1000 < self.groups_refresh_ms:
             return self._groups
-        if not (self.supports(ListGroupsRequest) and self.supports(OffsetFetchRequest)):
-            self._groups_off = "ListGroups/OffsetFetch not supported"
-            return None
+        if not (self._available("ListGroups", ListGroupsRequest)
+                and self._available("OffsetFetch", OffsetFetchRequest)):
+            return self._groups
         try:
             fresh = self._call("ListGroups/OffsetFetch", self._read_group_offsets)
         except Errors.AuthorizationError as exc:
@@ -319,3 +329,44 @@ def _per_group(admin, ids: Iterable[str]) -> list[tuple[str, dict]]:
     if admin._manager.broker_version_data.api_versions.get(OffsetFetchRequest.API_KEY, (0, 0))[1] >= 8:
         return list(admin.list_group_offsets(ids).items())
     return [(gid, admin.list_group_offsets({gid: None})[gid]) for gid in ids]
+
+
+def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
+    """Fill ``evidence.describe_producers``/``describe_transactions``, ``confirmed_by`` and
+    ``blocked_groups`` of one late/hanging alert in place (others are left as they are).
+
+    A DescribeProducers disagreement withholds ``abort_command_legacy`` (its producer and
+    coordinator epochs come from a log the leader contradicts) and says why in ``verify_hint``;
+    ``abort_command_new`` stays: ``kafka-transactions.sh abort --start-offset`` asks the leader
+    itself and refuses an offset no open transaction starts at.
+    """
+    if alert.get("status") not in ("late", "hanging"):
+        return alert
+    topic, partition, pid = alert["topic"], int(alert["partition"]), int(alert["producer_id"])
+    first = int(alert["first_offset"])
+    answers = evidence.describe_producers(topic, partition)
+    dp = producer_answer(answers, pid)
+    tid = alert.get("transactional_id")
+    dt = evidence.describe_transaction(tid) if tid else None
+    confirmed, problems = confirmations(alert, dp, dt)
+    found: dict[str, Any] = dict(alert.get("evidence") or {})
+    if dp is not None:
+        disagreement = producers_agree(dp, first)
+        found["describe_producers"] = {"found": dp.found, "producer_epoch": dp.producer_epoch,
+                                       "coordinator_epoch": dp.coordinator_epoch,
+                                       "current_txn_start_offset": dp.current_txn_start_offset,
+                                       "agrees": disagreement is None, "disagreement": disagreement}
+        if disagreement and alert.get("abort_command_legacy"):
+            alert["abort_command_legacy"] = None
+            alert["verify_hint"] = (f"{disagreement}: legacy command withheld until {topic}-{partition} is read "
+                                    f"again")
+    if dt is not None:
+        record = found.get("coordinator_record")
+        if record is None and alert.get("coordinator_state") is not None:
+            record = {"state": alert["coordinator_state"], "producer_id": pid}
+        found["describe_transactions"] = {**dt, "disagreements": transaction_disagreements(dt, record, pid)
+                                          + [p for p in problems if p.startswith(DESCRIBE_TRANSACTIONS)]}
+    alert["evidence"] = found or alert.get("evidence")
+    alert["confirmed_by"] = confirmed if (dp is not None or dt is not None) else None
+    alert["blocked_groups"] = evidence.blocked_groups(topic, partition, first)
+    return alert

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from streaming.alerts import AlertConfig, Enricher
+from streaming.broker_evidence import BrokerEvidence
 from streaming.events import FIELD_NAMES
 from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, process_key
 
@@ -154,12 +155,36 @@ class SinkSet:
     on_batch: list[Callable[[int, dict[str, Any]], None]] = field(default_factory=list)
 
     def emit(self, alerts: list[dict[str, Any]]) -> None:
-        for s in self.sinks:
+        for i, s in enumerate(self.sinks):
             s(alerts)
+            if alerts and i + 1 < len(self.sinks):
+                _test_pause(f"after-sink-{i + 1}")
 
 
-def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
-    """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher."""
+#: Crash-test hook (tests/test_crash_restart.py): ``<point>:<marker file>`` makes the first
+#: publishing micro-batch write the marker file and stop at ``point`` (``before-sinks``, or
+#: ``after-sink-N`` = after the N-th configured sink) until the test kills the driver.
+TEST_PAUSE_ENV = "TXNWATCH_TEST_PAUSE"
+
+
+def _test_pause(point: str) -> None:
+    spec = os.environ.get(TEST_PAUSE_ENV)
+    if not spec or not spec.startswith(point + ":"):
+        return
+    marker = spec.split(":", 1)[1]
+    if os.path.exists(marker):
+        return  # paused once already (a restarted driver runs on)
+    with open(marker, "w") as f:
+        f.write(point)
+    log.warning("%s: paused at %s", TEST_PAUSE_ENV, point)
+    time.sleep(3600)
+
+
+def make_batch_writer(enricher: Enricher, sinks: SinkSet, evidence: BrokerEvidence | None = None) -> Callable:
+    """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher.
+
+    ``evidence``: the live cluster's answers (``streaming.broker_confirm``) added to each
+    late/hanging alert before it is published."""
 
     def write(batch_df, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -177,6 +202,13 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
         raw.sort(key=lambda r: (r["topic"], r["partition"], r["first_offset"], r["now_ms"] or 0))
         enricher.observe_open_sets([r for r in rows if r["out_kind"] == "open_set"])
         alerts = enricher.process(raw, progress)
+        if evidence is not None:
+            from streaming.broker_confirm import annotate
+
+            for a in alerts:
+                annotate(a, evidence)
+        if alerts:
+            _test_pause("before-sinks")
         sinks.emit(alerts)
         enricher.last_batch_id = batch_id
         enricher.save()
@@ -192,13 +224,13 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
 
 def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineConfig, alert_cfg: AlertConfig,
                 sinks: SinkSet, checkpoint: str, *, trigger: dict[str, Any] | None = None,
-                query_name: str | None = None):
+                query_name: str | None = None, evidence: BrokerEvidence | None = None):
     """Start the streaming job; returns the StreamingQuery."""
     events = spark.readStream.format(source_format).options(**options).load()
     out = detect(events, cfg)
     enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json")
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
-        make_batch_writer(enricher, sinks))
+        make_batch_writer(enricher, sinks, evidence))
     if query_name:
         w = w.queryName(query_name)
     w = w.trigger(**(trigger or {"processingTime": "2 seconds"}))

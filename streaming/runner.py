@@ -114,6 +114,17 @@ class ProgressLogger:
                     len(stats["alerts"]), late, hanging, lag)
 
 
+def broker_evidence(kafka: KafkaConfig):
+    """The live cluster's answers for each finding (KIP-664, consumer groups): the ``[kafka]``
+    client settings are read here and in the sinks only."""
+    from streaming.broker_confirm import KafkaBrokerConfirm
+    from streaming.sources.kafka_security import kafka_python_kwargs
+
+    return KafkaBrokerConfirm(kafka.bootstrap_servers, client_id=f"{kafka.client_id}-confirm",
+                              security=kafka_python_kwargs(kafka.security()),
+                              request_timeout_ms=kafka.request_timeout_ms, groups_refresh_ms=kafka.groups_refresh_ms)
+
+
 def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, once: bool = False,
             stop_event: threading.Event | None = None, console_out=None) -> int:
     """Start the streaming query and block until stopped (signal, ``stop_event`` or ``once``).
@@ -137,9 +148,10 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
     spark = spark_session(master=cfg.streaming.master, conf=_spark_conf(cfg.streaming))
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
+    evidence = broker_evidence(cfg.kafka) if source == "kafka" else None
     q = start_query(spark, fmt, opts, engine_config(cfg, coordinator_available=coord),
                     AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None), sinks, ck,
-                    trigger=trigger, query_name=name)
+                    trigger=trigger, query_name=name, evidence=evidence)
     queries = [q]
     if cfg.quality.enabled:
         # The data-quality gate reads the same source as its own query (own checkpoint): the
@@ -169,6 +181,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
         close = getattr(s, "close", None)
         if close:
             close()
+    if evidence is not None:
+        evidence.close()
     if metrics is not None:
         metrics.close()
     if ui is not None:

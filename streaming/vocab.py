@@ -61,4 +61,6 @@ ALERT_FIELDS = (
     "abort_command_new", "abort_command_legacy", "required_permission", "resolution",
     # additions beyond the minimum contract (documented in docs/alerts.md)
     "threshold_ms", "clock_skew", "input", "verify_hint",
+    # the live cluster's own answers (streaming/broker_confirm.py; null without a broker)
+    "evidence", "confirmed_by", "blocked_groups",
 )

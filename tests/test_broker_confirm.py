@@ -289,3 +289,73 @@ def test_fake_lists_transactions_and_answers_describe_producers_only_from_the_le
                 admin.describe_producers([TopicPartition("orders", 0)], broker_id=other)
         finally:
             admin.close()
+
+
+def _published(f: dict, sc) -> dict:
+    """The alert the enricher publishes for the finding (coordinator epoch from the log)."""
+    from streaming.alerts import AlertConfig, finalize
+
+    row = {"key": f"live/orders/0/{f['producer_id']}/{f['first_offset']}", "cluster": "live", "now_ms": sc.as_of_ms,
+           "transactional_id": "late-writer", "coordinator_state": "CompleteCommit", **f}
+    return finalize(row, None, None, AlertConfig("k:9092"))
+
+
+def test_annotated_alert_carries_confirmation_groups_and_shows_them(tmp_path):
+    from streaming.broker_confirm import annotate
+    from streaming.metrics import Metrics
+    from streaming.quality.alert_contract import alert_errors
+    from streaming.sinks.console import format_table
+
+    sc, f, _ = _write_after_marker(tmp_path)
+    alert = _published(f, sc)
+    assert alert["abort_command_legacy"] and alert["confirmed_by"] is None
+    with FakeKafkaBroker(sc.root, broker_version=(3, 0)) as broker:
+        broker.set_transaction("late-writer", producer_id=f["producer_id"], producer_epoch=0, state="CompleteCommit")
+        broker.commit_offsets("billing", {("orders", 0): f["first_offset"]})
+        with _confirm(broker) as confirm:
+            annotate(alert, confirm)
+    assert alert_errors(alert) == []
+    assert alert["confirmed_by"] == [DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS]
+    assert alert["blocked_groups"] == ["billing"]
+    assert alert["evidence"]["describe_producers"] == {
+        "found": True, "producer_epoch": 0, "coordinator_epoch": 3, "current_txn_start_offset": f["first_offset"],
+        "agrees": True, "disagreement": None}
+    assert alert["evidence"]["describe_transactions"]["state"] == "CompleteCommit"
+    assert alert["evidence"]["describe_transactions"]["disagreements"] == []
+    assert alert["abort_command_legacy"]  # confirmed: the command stays
+    text = format_table([alert])
+    assert "confirmed by the brokers: DescribeProducers, DescribeTransactions" in text
+    assert "blocked consumer groups: billing" in text
+    m = Metrics(0, cluster="live", attach_listener=False)
+    try:
+        m.observe(0, {"alerts": [alert], "open_alerts": {alert["key"]: {"status": "hanging", "alert": alert}},
+                      "partitions": {}, "now_ms": sc.as_of_ms, "duration_s": 0.1})
+        from prometheus_client import generate_latest
+
+        text = generate_latest(m.registry).decode()
+    finally:
+        m.close()
+    assert 'txnwatch_blocked_groups{cluster="live",partition="0",topic="orders"} 1.0' in text
+
+
+def test_annotated_alert_withholds_the_legacy_command_on_disagreement(tmp_path):
+    from streaming.broker_confirm import annotate
+    from streaming.quality.alert_contract import alert_errors
+
+    sc, f, _ = _write_after_marker(tmp_path)
+    alert = _published(f, sc)
+    with FakeKafkaBroker(sc.root, broker_version=(2, 8)) as broker:
+        end = broker.partition_state("orders", 0).high_watermark
+        broker.append_raw("orders", 0, build_control_batch(end, f["producer_id"], 0, commit=False,
+                                                           coordinator_epoch=3, timestamp_ms=sc.as_of_ms))
+        with _confirm(broker) as confirm:
+            annotate(alert, confirm)
+    assert alert_errors(alert) == []
+    assert alert["abort_command_legacy"] is None
+    assert alert["abort_command_new"]  # the 3.0+ tool checks the start offset with the leader itself
+    assert alert["confirmed_by"] == []
+    assert alert["evidence"]["describe_producers"]["agrees"] is False
+    assert alert["verify_hint"] == (f"DescribeProducers: the leader reports no open transaction, the log read gives "
+                                    f"first offset {f['first_offset']}: legacy command withheld until orders-0 is "
+                                    f"read again")
+    assert alert["blocked_groups"] == []
