@@ -176,6 +176,9 @@ class KafkaBrokerConfirm:
             if self._admin_client is not None:
                 self._admin_client.close()
                 self._admin_client = None
+        close = getattr(self.lookback, "close", None)
+        if close is not None:
+            close()
 
     def __enter__(self) -> KafkaBrokerConfirm:
         return self
@@ -344,8 +347,12 @@ def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
         return alert
     topic, partition, pid = alert["topic"], int(alert["partition"]), int(alert["producer_id"])
     first = int(alert["first_offset"])
-    answers = evidence.describe_producers(topic, partition)
-    dp = producer_answer(answers, pid)
+    known = (alert.get("evidence") or {}).get("describe_producers")
+    if known is not None:  # the enricher asked already (verdict rule 1): the same answer, not a second call
+        dp = DescribeProducersAnswer(**{k: known[k] for k in ("found", "producer_epoch", "coordinator_epoch",
+                                                              "current_txn_start_offset")})
+    else:
+        dp = producer_answer(evidence.describe_producers(topic, partition), pid)
     tid = alert.get("transactional_id")
     dt = evidence.describe_transaction(tid) if tid else None
     confirmed, problems = confirmations(alert, dp, dt)

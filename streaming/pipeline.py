@@ -180,11 +180,11 @@ def _test_pause(point: str) -> None:
     time.sleep(3600)
 
 
-def make_batch_writer(enricher: Enricher, sinks: SinkSet, evidence: BrokerEvidence | None = None) -> Callable:
+def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
     """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher.
 
-    ``evidence``: the live cluster's answers (``streaming.broker_confirm``) added to each
-    late/hanging alert before it is published."""
+    On the live path (``enricher.broker``) each late/hanging alert also gets the cluster's own
+    confirmation (``streaming.broker_confirm.annotate``) before it is published."""
 
     def write(batch_df, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -202,11 +202,11 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, evidence: BrokerEviden
         raw.sort(key=lambda r: (r["topic"], r["partition"], r["first_offset"], r["now_ms"] or 0))
         enricher.observe_open_sets([r for r in rows if r["out_kind"] == "open_set"])
         alerts = enricher.process(raw, progress)
-        if evidence is not None:
+        if enricher.broker is not None:
             from streaming.broker_confirm import annotate
 
             for a in alerts:
-                annotate(a, evidence)
+                annotate(a, enricher.broker)
         if alerts:
             _test_pause("before-sinks")
         sinks.emit(alerts)
@@ -224,13 +224,14 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, evidence: BrokerEviden
 
 def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineConfig, alert_cfg: AlertConfig,
                 sinks: SinkSet, checkpoint: str, *, trigger: dict[str, Any] | None = None,
-                query_name: str | None = None, evidence: BrokerEvidence | None = None):
-    """Start the streaming job; returns the StreamingQuery."""
+                query_name: str | None = None, broker: BrokerEvidence | None = None):
+    """Start the streaming job; returns the StreamingQuery. ``broker``: the live cluster's answers
+    for the enrichment (None for files and dumps)."""
     events = spark.readStream.format(source_format).options(**options).load()
     out = detect(events, cfg)
-    enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json")
+    enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json", broker=broker)
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
-        make_batch_writer(enricher, sinks, evidence))
+        make_batch_writer(enricher, sinks))
     if query_name:
         w = w.queryName(query_name)
     w = w.trigger(**(trigger or {"processingTime": "2 seconds"}))

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streaming.alerts import AlertConfig
+from streaming.broker_evidence import BrokerEvidence, KafkaLookback
 from streaming.config import (
     Config,
     ConfigError,
@@ -64,8 +65,14 @@ def build_sinks(sinks_cfg: SinksConfig, kafka: KafkaConfig, *, console_out=None)
     return sinks
 
 
+def txn_state_partitions(cfg: Config) -> str:
+    """``[coordinator] txn_state_partitions`` (default 50) as a file-source option: how many
+    ``__transaction_state`` partitions make the coordinator view complete (detection.md §3.1)."""
+    return str(getattr(getattr(cfg, "coordinator", None), "txn_state_partitions", 50))
+
+
 def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaConfig,
-                   dumps: DumpsConfig) -> tuple[str, dict[str, str], bool]:
+                   dumps: DumpsConfig, txn_partitions: str = "50") -> tuple[str, dict[str, str], bool]:
     """(format, options, coordinator available) for the chosen source."""
     if source in ("segments", "dumps"):
         if not path:
@@ -76,10 +83,11 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
             from streaming.sources.logdir import list_partitions
 
             coord = any(p.is_txn_state for p in list_partitions(path))
-            return "segments", {"path": path, "cluster": cluster}, coord
+            return "segments", {"path": path, "cluster": cluster, "txn_state_partitions": txn_partitions}, coord
         # Whether __transaction_state dumps are dropped too cannot be known in advance; without
         # them every finding must stay "exceeds-max-timeout, unverified" (never coordinator-unaware).
-        return "dumps", {"dir": path, "cluster": cluster}, dumps.coordinator_view
+        return "dumps", {"dir": path, "cluster": cluster, "txn_state_partitions": txn_partitions}, \
+            dumps.coordinator_view
     k = kafka
     if not k.bootstrap_servers:
         raise ConfigError("kafka.bootstrap_servers is required for --source kafka (config, "
@@ -93,6 +101,28 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
     # Secrets become env:/file: references (never plan-visible options); runs before Spark starts.
     opts.update(spark_source_options(k.security()))
     return "kafka-txn", opts, True
+
+
+def alert_config(cfg: Config, *, live: bool) -> AlertConfig:
+    """The enrichment's settings. ``txn_state_partitions`` only for files and dumps: on the live
+    path n comes from the cluster's metadata (progress rows), never from a configured guess."""
+    return AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None,
+                       txn_state_partitions=None if live else cfg.coordinator.txn_state_partitions)
+
+
+def broker_evidence(cfg: Config) -> BrokerEvidence:
+    """What the driver may ask the live cluster about a finding (look-back for P's last marker);
+    the connection is opened on the first finding that needs it."""
+    from streaming.sources.kafka_security import kafka_python_kwargs
+    from streaming.sources.kafka_wire import KafkaWire
+
+    k = cfg.kafka
+
+    def connect() -> KafkaWire:
+        return KafkaWire(k.bootstrap_servers, client_id=k.client_id, request_timeout_ms=k.request_timeout_ms,
+                         **kafka_python_kwargs(k.security()))
+
+    return KafkaLookback(connect, max_bytes=k.lookback_max_bytes)
 
 
 class ProgressLogger:
@@ -114,15 +144,16 @@ class ProgressLogger:
                     len(stats["alerts"]), late, hanging, lag)
 
 
-def broker_evidence(kafka: KafkaConfig):
-    """The live cluster's answers for each finding (KIP-664, consumer groups): the ``[kafka]``
-    client settings are read here and in the sinks only."""
+def broker_confirm(cfg: Config):
+    """Every answer the live cluster gives about a finding: KIP-664 and consumer groups
+    (``streaming.broker_confirm``), composed with the look-back of :func:`broker_evidence`."""
     from streaming.broker_confirm import KafkaBrokerConfirm
     from streaming.sources.kafka_security import kafka_python_kwargs
 
-    return KafkaBrokerConfirm(kafka.bootstrap_servers, client_id=f"{kafka.client_id}-confirm",
-                              security=kafka_python_kwargs(kafka.security()),
-                              request_timeout_ms=kafka.request_timeout_ms, groups_refresh_ms=kafka.groups_refresh_ms)
+    k = cfg.kafka
+    return KafkaBrokerConfirm(k.bootstrap_servers, client_id=f"{k.client_id}-confirm",
+                              security=kafka_python_kwargs(k.security()), request_timeout_ms=k.request_timeout_ms,
+                              groups_refresh_ms=k.groups_refresh_ms, lookback=broker_evidence(cfg))
 
 
 def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, once: bool = False,
@@ -131,7 +162,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
 
     ``cfg``: the :class:`Config` (or a document as :func:`streaming.config.load` returns it)."""
     cfg = as_config(cfg)
-    fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps)
+    fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps,
+                                      txn_partitions=txn_state_partitions(cfg))
     sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
     sinks.on_batch.append(ProgressLogger())
     name = f"txnwatch-{cfg.cluster}"
@@ -148,10 +180,10 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
     spark = spark_session(master=cfg.streaming.master, conf=_spark_conf(cfg.streaming))
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
-    evidence = broker_evidence(cfg.kafka) if source == "kafka" else None
+    broker = broker_confirm(cfg) if fmt == "kafka-txn" else None
     q = start_query(spark, fmt, opts, engine_config(cfg, coordinator_available=coord),
-                    AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None), sinks, ck,
-                    trigger=trigger, query_name=name, evidence=evidence)
+                    alert_config(cfg, live=fmt == "kafka-txn"), sinks, ck,
+                    trigger=trigger, query_name=name, broker=broker)
     queries = [q]
     if cfg.quality.enabled:
         # The data-quality gate reads the same source as its own query (own checkpoint): the
@@ -181,8 +213,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
         close = getattr(s, "close", None)
         if close:
             close()
-    if evidence is not None:
-        evidence.close()
+    if broker is not None:
+        broker.close()
     if metrics is not None:
         metrics.close()
     if ui is not None:

@@ -41,25 +41,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+# The vocabulary is defined in streaming.vocab; re-exported here for readers of judge().
+from streaming.vocab import EPOCH_SOURCES as EPOCH_SOURCES
+from streaming.vocab import HANGING_CAUSES as HANGING_CAUSES
+from streaming.vocab import LATE_CAUSES as LATE_CAUSES
 from udfs.model import OPEN_TXN_STATES
 
-HANGING_CAUSES = (
-    "coordinator-unaware",
-    "coordinator-finished-without-partition",
-    "write-after-marker",
-    "exceeds-max-timeout",
-)
-LATE_CAUSES = ("markers-pending", "coordinator-stuck", "long-transaction")
-# detection.md §4, in the order the rules are tried. "coordinator-partition" is withdrawn.
-EPOCH_SOURCES = (
-    "describe-producers",
-    "last-marker",
-    "snapshot",
-    "log-start",
-    "producer-last-marker",
-    "all-coordinators-max",
-    "unknown",
-)
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
 # Errors.java: INVALID_PRODUCER_EPOCH(47), TRANSACTION_COORDINATOR_FENCED(52).
 COORDINATOR_FENCED_ERROR = "TRANSACTION_COORDINATOR_FENCED (error 52)"

@@ -297,7 +297,7 @@ def _published(f: dict, sc) -> dict:
 
     row = {"key": f"live/orders/0/{f['producer_id']}/{f['first_offset']}", "cluster": "live", "now_ms": sc.as_of_ms,
            "transactional_id": "late-writer", "coordinator_state": "CompleteCommit", **f}
-    return finalize(row, None, None, AlertConfig("k:9092"))
+    return finalize(row, None, AlertConfig("k:9092"))
 
 
 def test_annotated_alert_carries_confirmation_groups_and_shows_them(tmp_path):

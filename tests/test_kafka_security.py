@@ -385,7 +385,8 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
         consumer.close()
         # The source's own plan lists its options; Spark masks keys matching spark.redaction.regex
         # (default "(?i)secret|password|token|access[.]?key"), and the value is only a reference.
-        fmt, opts, _ = source_options(cfg, "kafka", None)
+        c = as_config(cfg)
+        fmt, opts, _ = source_options("kafka", None, cluster=c.cluster, kafka=c.kafka, dumps=c.dumps)
         source_plan = spark.readStream.format(fmt).options(**opts).load()._jdf.queryExecution().toString()
         plans.append(source_plan)
     assert len(topic_alerts) == len(alerts)
