@@ -359,3 +359,68 @@ def test_annotated_alert_withholds_the_legacy_command_on_disagreement(tmp_path):
                                     f"first offset {f['first_offset']}: legacy command withheld until orders-0 is "
                                     f"read again")
     assert alert["blocked_groups"] == []
+
+
+def _live_findings(broker: FakeKafkaBroker, confirm) -> list[dict]:
+    """The live path without Spark: the kafka source's planning and reads (from the LSO, as the job
+    starts), the state function per producer, then the Enricher with the broker's answers."""
+    import pandas as pd
+
+    from streaming.alerts import AlertConfig, Enricher
+    from streaming.state_machine import EngineConfig, process_key
+    from tests.test_kafka_source import events_of, reader
+
+    r = reader(broker)
+    init = r.initialOffset()
+    ev = events_of(r, init, r.latestOffset(init, None))
+    ev["event_time_ms"] = ev["event_time"].map(lambda t: int(t.value // 1_000_000))
+    now = int(ev["event_time_ms"].max())
+    raw = []
+    for pid, g in ev[ev["route_pid"] >= 0].groupby("route_pid"):
+        rows = [{k: (None if (not isinstance(v, list | tuple) and pd.isna(v)) else v) for k, v in x.items()}
+                for x in g.to_dict("records")]
+        out, _, _ = process_key(int(pid), rows, None, now_ms=now,
+                                cfg=EngineConfig(cluster="live", coordinator_available=True))
+        raw += [o for o in out if o["out_kind"] == "alert"]
+    progress = [{**{k: (None if (not isinstance(v, list | tuple) and pd.isna(v)) else v) for k, v in x.items()},
+                 "now_ms": x["event_time_ms"]} for x in ev[ev["kind"] == "progress"].to_dict("records")]
+    enricher = Enricher(AlertConfig("k:9092", txn_state_partitions=None), broker=confirm)
+    alerts = enricher.process(raw, progress)
+    from streaming.broker_confirm import annotate
+
+    return [annotate(a, confirm) for a in alerts]
+
+
+@pytest.mark.parametrize("version", [(2, 7), (2, 8), (3, 0), None], ids=["2.7", "2.8", "3.0", "default"])
+def test_live_enrichment_uses_describe_producers_where_the_broker_has_it(tmp_path, version):
+    """Issue 11 "done when": on 2.8+ the hanging finding's coordinator epoch comes from
+    DescribeProducers (and on 3.0+ DescribeTransactions confirms it too); on 2.7 the same finding
+    gets the same verdict from the log (the look-back finds the producer's last marker)."""
+    from streaming.broker_evidence import KafkaLookback
+    from streaming.sources.kafka_wire import KafkaWire
+    from tests.test_kafka_source import live_scenario
+
+    sc = live_scenario(tmp_path)
+    f = sc.expected[0]
+    with FakeKafkaBroker(sc.root, broker_version=version) as broker:
+        wire = KafkaWire(broker.bootstrap_servers, request_timeout_ms=3000, retries=2)
+        try:
+            with _confirm(broker, lookback=KafkaLookback(wire)) as confirm:
+                alerts = _live_findings(broker, confirm)
+        finally:
+            wire.close()
+    got = [(a["status"], a["cause"], a["producer_epoch"], a["coordinator_epoch"], a["first_offset"]) for a in alerts]
+    assert got == [(f["status"], f["cause"], f["producer_epoch"], f["coordinator_epoch"], f["first_offset"])]
+    a = alerts[0]
+    assert a["abort_command_legacy"].endswith(f"--producer-epoch {f['producer_epoch']} "
+                                              f"--coordinator-epoch {f['coordinator_epoch']}")
+    if version is not None and version < (2, 8):
+        assert a["coordinator_epoch_source"] == "last-marker" and a["confirmed_by"] is None
+        assert not broker.requests_for("describe_producers")
+    else:
+        assert a["coordinator_epoch_source"] == "describe-producers"
+        assert a["evidence"]["describe_producers"]["current_txn_start_offset"] == f["first_offset"]
+        # __transaction_state says late-writer's last transaction committed: the coordinator does
+        # not own orders-0 (the fake's coordinator never saw the id: TRANSACTIONAL_ID_NOT_FOUND)
+        assert a["confirmed_by"] == ([DESCRIBE_PRODUCERS] if version == (2, 8)
+                                     else [DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS])
