@@ -187,7 +187,7 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         "coordinator_epoch_source": ce_src,
         "lso": _int(lso),
         "high_watermark": _int(hw),
-        "pins_lso": (int(lso) == int(first)) if lso is not None else None,
+        "pins_lso": (int(lso) == _pinned_at(first, log_start)) if lso is not None else None,
         "data_deleted": (int(log_start) > int(first)) if log_start is not None else False,
         "detected_at": _int(detected_at_ms if detected_at_ms is not None else row.get("now_ms")),
         "abort_command_new": new,
@@ -209,6 +209,13 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
     }
     out["verify_hint"] = _verify_hint(out, txn_partitions)
     return out
+
+
+def _pinned_at(first_offset: int, log_start: int | None) -> int:
+    """Where O holds the LSO: its first offset, or the log start when retention deleted that
+    (the LSO never lies below the log start: ``UnifiedLog.updateFirstUnstableOffset`` takes
+    max(first unstable offset, logStartOffset)); an LSO above this proves O no longer pins it."""
+    return max(int(first_offset), int(log_start)) if log_start is not None else int(first_offset)
 
 
 def _int(v: Any) -> int | None:
@@ -499,7 +506,8 @@ class Enricher:
             a = entry["alert"]
             part = self.partitions.get(f"{a['topic']}-{a['partition']}") or {}
             lso = part.get("lso")
-            if lso is not None and lso > a["first_offset"] and a["topic"] != TXN_TOPIC:
+            if lso is not None and lso > _pinned_at(a["first_offset"], part.get("log_start_offset")) \
+                    and a["topic"] != TXN_TOPIC:
                 if any(p["topic"] == a["topic"] and int(p["partition"]) == a["partition"] for p in progress):
                     resolved = dict(a, status=RESOLVED, resolution="lso-advanced", cause=None,
                                     abort_command_new=None, abort_command_legacy=None, required_permission=None,
