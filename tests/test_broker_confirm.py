@@ -87,8 +87,9 @@ def _alert(f: dict) -> dict:
     return {k: f[k] for k in ("status", "topic", "partition", "producer_id", "first_offset")}
 
 
-@pytest.mark.parametrize("version", WITH_DP, ids=lambda v: f"{v[0]}.{v[1]}")
-def test_hanging_finding_is_confirmed_by_describe_producers(tmp_path, version):
+def _ask_broker(tmp_path: Path, version):
+    """The write-after-marker finding, its log evidence, and what a ``version`` broker answers
+    (DescribeProducers entry, DescribeTransactions, the APIs it was actually sent)."""
     sc, f, view = _write_after_marker(tmp_path)
     txn, log_evidence = _finding_evidence(sc.root, f)
     with FakeKafkaBroker(sc.root, broker_version=version) as broker:
@@ -96,6 +97,13 @@ def test_hanging_finding_is_confirmed_by_describe_producers(tmp_path, version):
         with _confirm(broker) as confirm:
             dp = producer_answer(confirm.describe_producers("orders", 0), f["producer_id"])
             dt = confirm.describe_transaction("late-writer")
+        sent = {r.api for r in broker.requests}
+    return sc, f, view, txn, log_evidence, dp, dt, sent
+
+
+@pytest.mark.parametrize("version", WITH_DP, ids=lambda v: f"{v[0]}.{v[1]}")
+def test_hanging_finding_is_confirmed_by_describe_producers(tmp_path, version):
+    sc, f, view, txn, log_evidence, dp, dt, _ = _ask_broker(tmp_path, version)
     assert dp is not None and dp.found and dp.current_txn_start_offset == f["first_offset"]
     now = sc.as_of_ms
     by_log = judge(txn, view, log_evidence, now_ms=now, thresholds=Thresholds())
@@ -119,17 +127,10 @@ def test_hanging_finding_is_confirmed_by_describe_producers(tmp_path, version):
 
 @pytest.mark.parametrize("version", WITHOUT_DP, ids=lambda v: f"{v[0]}.{v[1]}")
 def test_old_broker_falls_back_to_the_log_with_the_same_verdict(tmp_path, version):
-    sc, f, view = _write_after_marker(tmp_path)
-    txn, log_evidence = _finding_evidence(sc.root, f)
-    with FakeKafkaBroker(sc.root, broker_version=version) as broker:
-        broker.set_transaction("late-writer", producer_id=f["producer_id"], producer_epoch=0, state="CompleteCommit")
-        with _confirm(broker) as confirm:
-            answers = confirm.describe_producers("orders", 0)
-            dt = confirm.describe_transaction("late-writer")
-        assert not broker.requests_for("describe_producers")  # never sent when not advertised
-        assert not broker.requests_for("describe_transactions")
-    assert answers is None and dt is None
-    evidence = replace(log_evidence, describe_producers=producer_answer(answers, f["producer_id"]))
+    sc, f, view, txn, log_evidence, dp, dt, sent = _ask_broker(tmp_path, version)
+    assert not sent & {"describe_producers", "describe_transactions"}  # never sent when not advertised
+    assert dp is None and dt is None
+    evidence = replace(log_evidence, describe_producers=dp)
     v = judge(txn, view, evidence, now_ms=sc.as_of_ms, thresholds=Thresholds())
     assert (v.status, v.cause, v.coordinator_epoch, v.coordinator_epoch_source, v.producer_epoch) == (
         "hanging", "write-after-marker", f["coordinator_epoch"], "last-marker", f["producer_epoch"])
