@@ -155,12 +155,36 @@ class SinkSet:
     on_batch: list[Callable[[int, dict[str, Any]], None]] = field(default_factory=list)
 
     def emit(self, alerts: list[dict[str, Any]]) -> None:
-        for s in self.sinks:
+        for i, s in enumerate(self.sinks):
             s(alerts)
+            if alerts and i + 1 < len(self.sinks):
+                _test_pause(f"after-sink-{i + 1}")
+
+
+#: Crash-test hook (tests/test_crash_restart.py): ``<point>:<marker file>`` makes the first
+#: publishing micro-batch write the marker file and stop at ``point`` (``before-sinks``, or
+#: ``after-sink-N`` = after the N-th configured sink) until the test kills the driver.
+TEST_PAUSE_ENV = "TXNWATCH_TEST_PAUSE"
+
+
+def _test_pause(point: str) -> None:
+    spec = os.environ.get(TEST_PAUSE_ENV)
+    if not spec or not spec.startswith(point + ":"):
+        return
+    marker = spec.split(":", 1)[1]
+    if os.path.exists(marker):
+        return  # paused once already (a restarted driver runs on)
+    with open(marker, "w") as f:
+        f.write(point)
+    log.warning("%s: paused at %s", TEST_PAUSE_ENV, point)
+    time.sleep(3600)
 
 
 def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
-    """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher."""
+    """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher.
+
+    On the live path (``enricher.broker``) each late/hanging alert also gets the cluster's own
+    confirmation (``streaming.broker_confirm.annotate``) before it is published."""
 
     def write(batch_df, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -178,6 +202,13 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
         raw.sort(key=lambda r: (r["topic"], r["partition"], r["first_offset"], r["now_ms"] or 0))
         enricher.observe_open_sets([r for r in rows if r["out_kind"] == "open_set"])
         alerts = enricher.process(raw, progress)
+        if enricher.broker is not None:
+            from streaming.broker_confirm import annotate
+
+            for a in alerts:
+                annotate(a, enricher.broker)
+        if alerts:
+            _test_pause("before-sinks")
         sinks.emit(alerts)
         enricher.last_batch_id = batch_id
         enricher.save()

@@ -144,6 +144,18 @@ class ProgressLogger:
                     len(stats["alerts"]), late, hanging, lag)
 
 
+def broker_confirm(cfg: Config):
+    """Every answer the live cluster gives about a finding: KIP-664 and consumer groups
+    (``streaming.broker_confirm``), composed with the look-back of :func:`broker_evidence`."""
+    from streaming.broker_confirm import KafkaBrokerConfirm
+    from streaming.sources.kafka_security import kafka_python_kwargs
+
+    k = cfg.kafka
+    return KafkaBrokerConfirm(k.bootstrap_servers, client_id=f"{k.client_id}-confirm",
+                              security=kafka_python_kwargs(k.security()), request_timeout_ms=k.request_timeout_ms,
+                              groups_refresh_ms=k.groups_refresh_ms, lookback=broker_evidence(cfg))
+
+
 def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, once: bool = False,
             stop_event: threading.Event | None = None, console_out=None) -> int:
     """Start the streaming query and block until stopped (signal, ``stop_event`` or ``once``).
@@ -168,9 +180,10 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
     spark = spark_session(master=cfg.streaming.master, conf=_spark_conf(cfg.streaming))
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
+    broker = broker_confirm(cfg) if fmt == "kafka-txn" else None
     q = start_query(spark, fmt, opts, engine_config(cfg, coordinator_available=coord),
                     alert_config(cfg, live=fmt == "kafka-txn"), sinks, ck,
-                    trigger=trigger, query_name=name, broker=broker_evidence(cfg) if fmt == "kafka-txn" else None)
+                    trigger=trigger, query_name=name, broker=broker)
     queries = [q]
     if cfg.quality.enabled:
         # The data-quality gate reads the same source as its own query (own checkpoint): the
@@ -200,6 +213,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
         close = getattr(s, "close", None)
         if close:
             close()
+    if broker is not None:
+        broker.close()
     if metrics is not None:
         metrics.close()
     if ui is not None:

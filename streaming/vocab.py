@@ -65,4 +65,6 @@ ALERT_FIELDS = (
     "threshold_ms", "clock_skew", "input", "verify_hint",
     # rules v2 (issue 10): what an unverified finding lacks, how exact its epoch is, its evidence
     "missing_txn_partitions", "epoch_hint", "evidence",
+    # the live cluster's confirmation (streaming/broker_confirm.py; null without a broker)
+    "confirmed_by", "blocked_groups",
 )

@@ -54,6 +54,22 @@ What is modelled (and how faithfully)
   time out (that is how tests build hanging transactions), ``__transaction_state`` is *not*
   written, and AddOffsetsToTxn/TxnOffsetCommit (``send_offsets_to_transaction``) are not
   supported.
+* **DescribeProducers** v0 (KIP-664, 2.8+): READ on the topic, then per partition the leader's
+  producer state replayed from the served log (:func:`producer_states`, following
+  ``ProducerAppendInfo.append``; ``KafkaApis.handleDescribeProducersRequest`` ->
+  ``ReplicaManager.activeProducerState`` -> ``UnifiedLog.activeProducers``); a non-leader
+  answers NOT_LEADER_OR_FOLLOWER (``getPartitionOrError``).
+* **DescribeTransactions** v0 / **ListTransactions** v0-1 (KIP-664, 3.0+): the coordinator's
+  in-memory transaction metadata (``TransactionCoordinator.handleDescribeTransactions`` /
+  ``handleListTransactions``): DESCRIBE on the TransactionalId, topics the principal may not
+  Describe left out; ids from InitProducerId/AddPartitionsToTxn/EndTxn or
+  :meth:`FakeKafkaBroker.set_transaction`. Node 1 is the only coordinator (NOT_COORDINATOR elsewhere).
+* **ListGroups** v0-5 / **OffsetFetch** v1-9 (groups from :meth:`FakeKafkaBroker.commit_offsets`):
+  ``KafkaApis.handleListGroupsRequest`` (all groups with DESCRIBE on the cluster, else the
+  described ones) and ``handleOffsetFetchRequestFromCoordinator`` (DESCRIBE on the group, topics
+  without DESCRIBE answered TOPIC_AUTHORIZATION_FAILED per partition, -1 when nothing is committed).
+  **FindCoordinator** checks DESCRIBE on the group / transactional id (``KafkaApis.getCoordinator``).
+  Only the tables of releases that have an API advertise it (``broker_version``).
 * **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories. Before v4
   (Kafka 2.4, KIP-464) ``-1`` partitions/replication factor is refused, and a replication
   factor above the number of brokers always is (``AdminUtils.assignReplicasToBrokers``).
@@ -137,7 +153,17 @@ from typing import Any
 
 import crc32c
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin.groups import ListGroupsRequest, ListGroupsResponse
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -190,6 +216,10 @@ UNKNOWN_LEADER_EPOCH = 75
 TOPIC_AUTHORIZATION_FAILED = 29
 CLUSTER_AUTHORIZATION_FAILED = 31
 ILLEGAL_SASL_STATE = 34
+GROUP_AUTHORIZATION_FAILED = 30
+NOT_COORDINATOR = 16
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+TRANSACTIONAL_ID_NOT_FOUND = 105
 
 ERROR_CODES = {
     "NONE": NONE,
@@ -226,6 +256,13 @@ DEFAULT_API_VERSIONS: dict[int, tuple[int, int]] = {
     EndTxnRequest.API_KEY: (0, 3),
     SaslHandshakeRequest.API_KEY: (0, 1),
     SaslAuthenticateRequest.API_KEY: (0, 2),
+    # KIP-664 (DescribeProducers 2.8+, ListTransactions/DescribeTransactions 3.0+) and the
+    # consumer-group reads txnwatch's blocked-groups lookup uses
+    DescribeProducersRequest.API_KEY: (0, 0),
+    DescribeTransactionsRequest.API_KEY: (0, 0),
+    ListTransactionsRequest.API_KEY: (0, 1),
+    ListGroupsRequest.API_KEY: (0, 5),
+    OffsetFetchRequest.API_KEY: (1, 9),
 }
 
 _REQUEST_CLASSES = {
@@ -243,6 +280,11 @@ _REQUEST_CLASSES = {
         EndTxnRequest,
         SaslHandshakeRequest,
         SaslAuthenticateRequest,
+        DescribeProducersRequest,
+        DescribeTransactionsRequest,
+        ListTransactionsRequest,
+        ListGroupsRequest,
+        OffsetFetchRequest,
     )
 }
 
@@ -259,6 +301,11 @@ _API_NAMES = {
     EndTxnRequest.API_KEY: "end_txn",
     SaslHandshakeRequest.API_KEY: "sasl_handshake",
     SaslAuthenticateRequest.API_KEY: "sasl_authenticate",
+    DescribeProducersRequest.API_KEY: "describe_producers",
+    DescribeTransactionsRequest.API_KEY: "describe_transactions",
+    ListTransactionsRequest.API_KEY: "list_transactions",
+    ListGroupsRequest.API_KEY: "list_groups",
+    OffsetFetchRequest.API_KEY: "offset_fetch",
 }
 
 _PARTITION_APIS = ("fetch", "list_offsets", "produce")
@@ -537,6 +584,11 @@ class _TxnState:
     producer_id: int
     producer_epoch: int
     partitions: set[tuple[str, int]] = field(default_factory=set)
+    # what DescribeTransactions/ListTransactions report (TransactionMetadata.state, txnTimeoutMs,
+    # txnStartTimestamp); markers are written synchronously, so Prepare* is never observed here
+    state: str = "Empty"
+    timeout_ms: int = 60000
+    start_ms: int = -1
 
 
 @dataclass
@@ -809,6 +861,7 @@ class FakeKafkaBroker:
         self._conn_faults: list[_ConnFault] = []
         self._next_producer_id = first_producer_id
         self._txns: dict[str, _TxnState] = {}
+        self._groups: dict[str, dict[str, Any]] = {}  # group id -> protocol_type, state, offsets
         self._delete_counter = 0
         self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
         self._fetch_throttles: collections.deque[int] = collections.deque()  # throttle_time_ms per Fetch
@@ -1534,15 +1587,29 @@ class FakeKafkaBroker:
                 configs=[]))
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
 
+    def _coordinator_for(self, key_type: int, key: str) -> tuple[int, Any]:
+        """KafkaApis.getCoordinator: Describe on the Group (key type 0) or on the TransactionalId
+        (key type 1) first, else GROUP_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED and no node."""
+        if key_type == 0 and not self._authorized("Describe", "Group", key):
+            return GROUP_AUTHORIZATION_FAILED, None
+        if key_type == 1 and not self._authorized("Describe", "TransactionalId", key):
+            return TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+        return NONE, self._nodes[0]
+
     def _on_find_coordinator(self, node, request, version):
-        coord = self._nodes[0]
+        key_type = request.key_type if version >= 1 else 0
         if version >= 4:
-            return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=[
-                FindCoordinatorResponse.Coordinator(key=k, node_id=coord.node_id, host=coord.host, port=coord.port,
-                                                    error_code=NONE, error_message=None)
-                for k in request.coordinator_keys])
-        return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=NONE, error_message=None,
-                                       node_id=coord.node_id, host=coord.host, port=coord.port)
+            coordinators = []
+            for k in request.coordinator_keys:
+                code, coord = self._coordinator_for(key_type, k)
+                coordinators.append(FindCoordinatorResponse.Coordinator(
+                    key=k, node_id=coord.node_id if coord else -1, host=coord.host if coord else "",
+                    port=coord.port if coord else -1, error_code=code, error_message=None))
+            return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
+        code, coord = self._coordinator_for(key_type, request.key)
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=code, error_message=None,
+                                       node_id=coord.node_id if coord else -1, host=coord.host if coord else "",
+                                       port=coord.port if coord else -1)
 
     def _new_producer_id(self) -> int:
         pid = self._next_producer_id
@@ -1586,6 +1653,7 @@ class FakeKafkaBroker:
             txn.producer_epoch += 1
             if txn.partitions:  # fence the previous incarnation: abort its open transaction
                 self._write_markers(txn, commit=False, epoch=txn.producer_epoch)
+        txn.state, txn.timeout_ms, txn.start_ms = "Empty", request.transaction_timeout_ms, -1
         return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=NONE,
                                       producer_id=txn.producer_id, producer_epoch=txn.producer_epoch)
 
@@ -1608,6 +1676,8 @@ class FakeKafkaBroker:
                 if pcode == NONE and self._plog(t.name, p) is None:
                     pcode = UNKNOWN_TOPIC_OR_PARTITION
                 if pcode == NONE:
+                    if not txn.partitions:  # TransactionMetadata.prepareAddPartitions: Ongoing, start time
+                        txn.state, txn.start_ms = "Ongoing", int(time.time() * 1000)
                     txn.partitions.add((t.name, p))
                 pres.append(AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult(
                     partition_index=p, partition_error_code=pcode))
@@ -1619,4 +1689,243 @@ class FakeKafkaBroker:
         code, txn = self._txn_check(request.transactional_id, request.producer_id, request.producer_epoch)
         if code == NONE:
             self._write_markers(txn, commit=bool(request.committed), epoch=txn.producer_epoch)
+            txn.state = "CompleteCommit" if request.committed else "CompleteAbort"
         return EndTxnResponse(version=version, throttle_time_ms=0, error_code=code)
+
+    # ---------------------------------------------------------------- KIP-664 and consumer groups
+    # Public state setters for tests. Producer state is never set: DescribeProducers derives it
+    # from the served log (as the leader's ProducerStateManager does), so it can disagree with what
+    # a client read earlier only because the log changed since.
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int], *,
+                       protocol_type: str = "consumer", state: str = "Stable") -> None:
+        """Committed offsets of a consumer group (what OffsetCommit would have stored)."""
+        with self._lock:
+            g = self._groups.setdefault(group_id, {"protocol_type": protocol_type, "state": state, "offsets": {}})
+            g["protocol_type"], g["state"] = protocol_type, state
+            g["offsets"].update({(str(t), int(p)): int(o) for (t, p), o in offsets.items()})
+
+    def set_transaction(self, transactional_id: str, *, producer_id: int, producer_epoch: int, state: str,
+                        partitions: set[tuple[str, int]] | None = None, timeout_ms: int = 60000,
+                        start_ms: int = -1) -> None:
+        """The coordinator's in-memory TransactionMetadata for a transactional id, for logs staged
+        from files (whose transactions never went through this fake's coordinator)."""
+        with self._lock:
+            self._txns[transactional_id] = _TxnState(producer_id, producer_epoch, set(partitions or ()), state,
+                                                     timeout_ms, start_ms)
+
+    def producer_states(self, topic: str, partition: int) -> dict[int, dict[str, int]]:
+        """What DescribeProducers reports for a partition now (see :func:`producer_states`)."""
+        with self._lock:
+            plog = self._require(topic, partition)
+            st, segs = self._state(plog, topic, partition)
+            return producer_states(segs)
+
+    def _on_describe_producers(self, node, request, version):
+        # KafkaApis.handleDescribeProducersRequest: READ on the topic, then the metadata cache,
+        # then per partition ReplicaManager.activeProducerState (getPartitionOrError: a broker
+        # not hosting the replica answers NOT_LEADER_OR_FOLLOWER) -> Partition.activeProducerState
+        # -> UnifiedLog.activeProducers.
+        topics = self._scan()
+        Part = DescribeProducersResponse.TopicResponse.PartitionResponse
+        out = []
+        for t in request.topics:
+            topic_error = None
+            if not self._authorized("Read", "Topic", t.name):
+                topic_error = TOPIC_AUTHORIZATION_FAILED
+            elif t.name not in topics:
+                topic_error = UNKNOWN_TOPIC_OR_PARTITION
+            parts = []
+            for p in t.partition_indexes:
+                code, producers = topic_error or NONE, []
+                if code == NONE:
+                    plog = self._plog(t.name, p)
+                    if plog is None:
+                        code = UNKNOWN_TOPIC_OR_PARTITION
+                    else:
+                        code = self._take_partition_fault(t.name, p, "describe_producers")
+                    if code == NONE and self._leader(t.name, p) != node.node_id:
+                        code = NOT_LEADER_OR_FOLLOWER
+                    if code == NONE:
+                        _, segs = self._state(plog, t.name, p)
+                        producers = [Part.ProducerState(producer_id=pid, **entry)
+                                     for pid, entry in sorted(producer_states(segs).items())]
+                parts.append(Part(partition_index=p, error_code=code, error_message=None, active_producers=producers))
+            out.append(DescribeProducersResponse.TopicResponse(name=t.name, partitions=parts))
+        return DescribeProducersResponse(version=version, throttle_time_ms=0, topics=out)
+
+    def _txn_topics(self, txn: _TxnState):
+        by_topic: dict[str, list[int]] = collections.defaultdict(list)
+        for topic, partition in sorted(txn.partitions):
+            by_topic[topic].append(partition)
+        # KafkaApis.handleDescribeTransactionsRequest keeps only topics the principal may Describe
+        return [DescribeTransactionsResponse.TransactionState.TopicData(topic=t, partitions=ps)
+                for t, ps in by_topic.items() if self._authorized("Describe", "Topic", t)]
+
+    def _on_describe_transactions(self, node, request, version):
+        # KafkaApis.handleDescribeTransactionsRequest (DESCRIBE on the TransactionalId) ->
+        # TransactionCoordinator.handleDescribeTransactions: NOT_COORDINATOR off the coordinator
+        # (TransactionStateManager.getTransactionState), TRANSACTIONAL_ID_NOT_FOUND when unknown.
+        State = DescribeTransactionsResponse.TransactionState
+        out = []
+        for tid in request.transactional_ids:
+            txn = self._txns.get(tid)
+            if not self._authorized("Describe", "TransactionalId", tid):
+                code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif node.node_id != self._nodes[0].node_id:
+                code = NOT_COORDINATOR
+            elif not tid:
+                code = INVALID_REQUEST
+            elif txn is None:
+                code = TRANSACTIONAL_ID_NOT_FOUND
+            else:
+                code = NONE
+            if code != NONE:
+                out.append(State(error_code=code, transactional_id=tid, transaction_state="",
+                                 transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                                 producer_epoch=-1, topics=[]))
+                continue
+            out.append(State(error_code=NONE, transactional_id=tid, transaction_state=txn.state,
+                             transaction_timeout_ms=txn.timeout_ms, transaction_start_time_ms=txn.start_ms,
+                             producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
+                             topics=self._txn_topics(txn)))
+        return DescribeTransactionsResponse(version=version, throttle_time_ms=0, transaction_states=out)
+
+    def _on_list_transactions(self, node, request, version):
+        # TransactionStateManager.listTransactionStates (filters by producer id, state name and,
+        # v1+, duration) + KafkaApis.handleListTransactionsRequest (only ids the principal may
+        # Describe). Every transactional id lives on the fake's one coordinator, node 1.
+        Item = ListTransactionsResponse.TransactionState
+        states = []
+        unknown = []
+        known = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+                 "Dead", "PrepareEpochFence"}
+        wanted = set()
+        for name in request.state_filters:
+            (wanted.add if name in known else unknown.append)(name)
+        duration = request.duration_filter if version >= 1 else -1
+        now = int(time.time() * 1000)
+        if node.node_id == self._nodes[0].node_id:
+            for tid, txn in sorted(self._txns.items()):
+                if request.producer_id_filters and txn.producer_id not in request.producer_id_filters:
+                    continue
+                if request.state_filters and txn.state not in wanted:
+                    continue
+                if duration >= 0 and now - txn.start_ms <= duration:
+                    continue
+                if self._authorized("Describe", "TransactionalId", tid):
+                    states.append(Item(transactional_id=tid, producer_id=txn.producer_id,
+                                       transaction_state=txn.state))
+        return ListTransactionsResponse(version=version, throttle_time_ms=0, error_code=NONE,
+                                        unknown_state_filters=unknown, transaction_states=states)
+
+    def _on_list_groups(self, node, request, version):
+        # KafkaApis.handleListGroupsRequest: every group with DESCRIBE on the cluster, else only the
+        # groups the principal may Describe. Every group lives on the fake's one coordinator.
+        all_groups = self._authorized("Describe", "Cluster", "kafka-cluster")
+        out = []
+        if node.node_id == self._nodes[0].node_id:
+            for gid, g in sorted(self._groups.items()):
+                if version >= 4 and request.states_filter and g["state"] not in request.states_filter:
+                    continue
+                if all_groups or self._authorized("Describe", "Group", gid):
+                    out.append(ListGroupsResponse.ListedGroup(group_id=gid, protocol_type=g["protocol_type"],
+                                                              group_state=g["state"], group_type="classic"))
+        return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=NONE, groups=out)
+
+    def _group_partitions(self, group_id: str, topics) -> tuple[int, list[tuple[str, list[tuple[int, int, int]]]]]:
+        """(group error, [(topic, [(partition, committed offset, error)])]) as
+        KafkaApis.handleOffsetFetchRequestFromCoordinator answers one group: DESCRIBE on the group,
+        then topics without DESCRIBE get TOPIC_AUTHORIZATION_FAILED per partition (offset -1); a
+        partition without a committed offset gets -1 and no error. ``topics`` None = all."""
+        if not self._authorized("Describe", "Group", group_id):
+            return GROUP_AUTHORIZATION_FAILED, []
+        committed = self._groups.get(group_id, {}).get("offsets", {})
+        if topics is None:
+            by_topic: dict[str, list[int]] = collections.defaultdict(list)
+            for t, p in sorted(committed):
+                if self._authorized("Describe", "Topic", t):
+                    by_topic[t].append(p)
+            wanted = list(by_topic.items())
+        else:
+            wanted = [(t.name, list(t.partition_indexes)) for t in topics]
+        out = []
+        for name, parts in wanted:
+            ok = self._authorized("Describe", "Topic", name)
+            out.append((name, [(p, committed.get((name, p), -1) if ok else -1,
+                                NONE if ok else TOPIC_AUTHORIZATION_FAILED) for p in parts]))
+        return NONE, out
+
+    def _on_offset_fetch(self, node, request, version):
+        if version >= 10:  # topics by id (KIP-848 era); kafka-python's admin client caps at v8
+            raise NotImplementedError("fake broker: OffsetFetch v10+ (topics by id) is not modelled")
+        if node.node_id != self._nodes[0].node_id:
+            raise NotImplementedError("fake broker: OffsetFetch to a non-coordinator node is not modelled")
+        R = OffsetFetchResponse
+        if version >= 8:
+            groups = []
+            for g in request.groups:
+                code, topics = self._group_partitions(g.group_id, g.topics)
+                G = R.OffsetFetchResponseGroup
+                groups.append(G(group_id=g.group_id, error_code=code, topics=[
+                    G.OffsetFetchResponseTopics(name=t, partitions=[
+                        G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
+                            partition_index=p, committed_offset=o, committed_leader_epoch=-1, metadata="",
+                            error_code=e) for p, o, e in parts]) for t, parts in topics]))
+            return R(version=version, throttle_time_ms=0, groups=groups)
+        code, topics = self._group_partitions(request.group_id, request.topics)
+        T = R.OffsetFetchResponseTopic
+        return R(version=version, throttle_time_ms=0, error_code=code, topics=[
+            T(name=t, partitions=[T.OffsetFetchResponsePartition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=-1, metadata="", error_code=e)
+                for p, o, e in parts]) for t, parts in topics])
+
+
+def _control_coordinator_epoch(data: bytes, b: BatchInfo) -> int:
+    """CoordinatorEpoch of a marker's value (EndTransactionMarker: version int16, epoch int32)."""
+    p = b.position + _V2_HEADER_SIZE
+    _, p = _read_varint(data, p)  # record length
+    p += 1  # attributes
+    _, p = _read_varint(data, p)  # timestamp delta
+    _, p = _read_varint(data, p)  # offset delta
+    key_len, p = _read_varint(data, p)
+    p += max(key_len, 0)
+    value_len, p = _read_varint(data, p)
+    return struct.unpack_from(">i", data, p + 2)[0] if value_len >= 6 else -1
+
+
+def producer_states(segs: list[_Segment]) -> dict[int, dict[str, int]]:
+    """Producer id -> DescribeProducers ``ProducerState`` fields, replayed from the log as the
+    leader's ProducerStateManager holds them (ProducerAppendInfo.append):
+
+    * a data batch (appendDataBatch): epoch, ``LastSequence`` = its last sequence, ``LastTimestamp``
+      = its max timestamp; a transactional batch with no transaction open sets
+      ``CurrentTxnStartOffset`` to its base offset;
+    * a COMMIT/ABORT marker (appendEndTxnMarker): epoch, ``CoordinatorEpoch`` = the marker's,
+      ``LastTimestamp``, and ``CurrentTxnStartOffset`` back to -1;
+    * an empty control batch (left by the cleaner) changes nothing.
+
+    Not modelled: producer expiry (``producer.id.expiration.ms``; a producer with an open
+    transaction never expires) and state rebuilt from snapshots (the fake reads all segments).
+    """
+    out: dict[int, dict[str, int]] = {}
+    for seg in segs:
+        for b in seg.batches:
+            if b.magic < 2 or b.producer_id < 0:
+                continue
+            entry = out.setdefault(b.producer_id, {"producer_epoch": b.producer_epoch, "last_sequence": -1,
+                                                   "last_timestamp": -1, "coordinator_epoch": -1,
+                                                   "current_txn_start_offset": -1})
+            entry["producer_epoch"] = max(entry["producer_epoch"], b.producer_epoch)
+            if b.is_control:
+                if b.count == 0 or b.control_type not in (0, 1):
+                    continue
+                entry["coordinator_epoch"] = _control_coordinator_epoch(seg.data, b)
+                entry["last_timestamp"] = b.max_timestamp
+                entry["current_txn_start_offset"] = -1
+                continue
+            (base_seq,) = struct.unpack_from(">i", seg.data, b.position + 53)
+            entry["last_sequence"] = base_seq + b.count - 1 if base_seq >= 0 else -1
+            entry["last_timestamp"] = b.max_timestamp
+            if b.is_transactional and entry["current_txn_start_offset"] < 0:
+                entry["current_txn_start_offset"] = b.base_offset
+    return out
