@@ -11,7 +11,7 @@ def hanging_alert() -> dict:
     row = {"key": "c/orders/0/7/3", "status": HANGING, "cause": WRITE_AFTER_MARKER, "verified": True,
            "cluster": "c", "topic": "orders", "partition": 0, "producer_id": 7, "producer_epoch": 1,
            "first_offset": 3, "coordinator_epoch": 2, "coordinator_epoch_source": "last-marker"}
-    return finalize(row, {"lso": 3, "high_watermark": 9, "log_start_offset": 0}, None, AlertConfig("k:9092"))
+    return finalize(row, {"lso": 3, "high_watermark": 9, "log_start_offset": 0}, AlertConfig("k:9092"))
 
 
 def test_published_alert_passes():
