@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from streaming.alerts import AlertConfig, Enricher
+from streaming.availability import Availability
 from streaming.events import FIELD_NAMES
 from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, process_key
 
@@ -158,8 +159,13 @@ class SinkSet:
             s(alerts)
 
 
-def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
-    """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher."""
+def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availability | None = None) -> Callable:
+    """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher.
+
+    ``availability`` (live path): availability records first, then the verdicts of partitions
+    read this batch; verdicts of unreadable partitions are held back (streaming/availability.py).
+    """
+    availability = availability or Availability()
 
     def write(batch_df, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -176,11 +182,16 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
         raw = [r for r in rows if r["out_kind"] == "alert"]
         raw.sort(key=lambda r: (r["topic"], r["partition"], r["first_offset"], r["now_ms"] or 0))
         enricher.observe_open_sets([r for r in rows if r["out_kind"] == "open_set"])
-        alerts = enricher.process(raw, progress)
+        now = max([r["now_ms"] for r in rows if r.get("now_ms") is not None] or [enricher.clock or 0]) or None
+        records = availability.observe(gaps, progress, enricher.active, now)
+        alerts = records + enricher.process(availability.hold(raw), progress)
         sinks.emit(alerts)
         enricher.last_batch_id = batch_id
         enricher.save()
+        availability.save()
         stats = {"rows": len(rows), "progress": len(progress), "gaps": gaps, "alerts": alerts,
+                 "unavailable": availability.unavailable_by_topic(now),
+                 "unavailable_partitions": sorted(availability.down),
                  "open_alerts": dict(enricher.active), "partitions": dict(enricher.partitions),
                  "open_transactions": enricher.open_transactions(), "now_ms": enricher.clock,
                  "duration_s": time.monotonic() - t0}
@@ -197,8 +208,9 @@ def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineC
     events = spark.readStream.format(source_format).options(**options).load()
     out = detect(events, cfg)
     enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json")
+    availability = Availability(checkpoint.rstrip("/") + "/txnwatch-availability.json")
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
-        make_batch_writer(enricher, sinks))
+        make_batch_writer(enricher, sinks, availability))
     if query_name:
         w = w.queryName(query_name)
     w = w.trigger(**(trigger or {"processingTime": "2 seconds"}))

@@ -113,12 +113,12 @@ def test_faults_leader_moves_retention_and_deletion(tmp_path):
 def test_broker_down_is_a_clear_error(tmp_path):
     sc = live_scenario(tmp_path)
     with FakeKafkaBroker(sc.root) as broker:
-        r = reader(broker)
+        r = reader(broker, unavailable_timeout_ms="0")
         init = r.initialOffset()
         broker.stop()
         with pytest.raises(KafkaUnavailable) as err:
             r.latestOffset(init, None)
-        assert "127.0.0.1" in str(err.value)
+        assert "127.0.0.1" in str(err.value) and "no broker answered" in str(err.value)
         assert f"after {int(FAST['retries']) + 1} attempts" in str(err.value)  # bounded retries
 
 

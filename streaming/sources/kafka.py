@@ -10,7 +10,10 @@ coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
 with a metadata refresh and doubling backoff, before the unread range becomes a gap),
 ``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
-deleted), and the kafka-python security settings of
+deleted), ``unavailable_timeout_ms`` (default 600000: how long no broker may answer before the
+query fails with one error naming the bootstrap servers), ``ride_through_ms`` (default 0; ``run
+--once`` sets it: how long planning waits for unavailable partitions to come back before
+planning without them), and the kafka-python security settings of
 :data:`streaming.sources.kafka_security.SECURITY_KEYS`. Secrets
 (``sasl_plain_password``, ``ssl_password``) must be references (``env:NAME``, ``file:PATH``),
 never the secret itself, because Spark prints data source options in query plans; they are
@@ -23,6 +26,19 @@ abort's coordinator epoch cannot come from a marker read before the LSO; ``earli
 full history so the ``last-marker``/``log-start`` sources (detection.md §4) apply.
 ``__transaction_state`` is always read from its log start (compacted: one record per id).
 
+Availability (per partition): a partition whose leader is unknown (Metadata leader -1,
+LEADER_NOT_AVAILABLE), whose leader answers a leader/storage error (NOT_LEADER_OR_FOLLOWER,
+REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, FENCED/UNKNOWN_LEADER_EPOCH) after a metadata refresh,
+or whose leader does not answer, is *unavailable* for that plan: it is not read, its next offset
+stays where reading stopped, and it is asked again with doubling backoff
+(``retry_backoff_ms`` up to ``unavailable_backoff_max_ms``, default 60000) in later triggers.
+Its read emits one ``gap`` row with reason ``unavailable: <error>`` and **no progress row**, so
+nothing downstream treats it as read up to now (the enricher's view-completeness rule for
+``__transaction_state``; no verdict and no LSO resolution for a data partition). Every other
+partition is read and judged in the same micro-batch. Offsets carry
+``"unavail": {"topic<TAB>partition": {"error", "since", "tries", "retry_at"}}``. Only when no
+broker answers Metadata for ``unavailable_timeout_ms`` does planning raise.
+
 Clock (detection.md §2): the driver's wall clock when it planned the micro-batch, carried by
 every row as ``event_time``. While a data partition is behind its high watermark (admission
 control), the clock does not move: a transaction there may be closed by a marker not read yet.
@@ -34,6 +50,7 @@ never behind the clock.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -43,7 +60,8 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from streaming.events import spark_schema, to_arrow
+from streaming.availability import unavailable_reason
+from streaming.events import spark_schema, to_arrow, to_frame
 from streaming.normalize import gap_event
 from streaming.partition_read import (
     BatchPiece,
@@ -55,11 +73,13 @@ from streaming.partition_read import (
     txn_partition_events,
 )
 from streaming.sources.kafka_security import check_source_options, kafka_python_kwargs
-from streaming.sources.kafka_wire import KafkaWire
+from streaming.sources.kafka_wire import KafkaUnavailable, KafkaWire
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
 TXN_TOPIC = "__transaction_state"
+_UNAVAILABLE = object()  # _fetch_range's "last" when the partition became unreadable mid-read
+log = logging.getLogger(__name__)
 
 
 def _options(options: dict[str, str]) -> dict[str, Any]:
@@ -93,6 +113,9 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "retry_backoff_ms": int(options.get("retry_backoff_ms", "200")),
         "empty_fetch_retries": int(options.get("empty_fetch_retries", "4")),
         "deletion_confirmations": int(options.get("deletion_confirmations", "3")),
+        "unavailable_timeout_ms": int(options.get("unavailable_timeout_ms", "600000")),
+        "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
+        "ride_through_ms": int(options.get("ride_through_ms", "0")),
         # unresolved (references, dotted paths): picklable, resolved by _wire in each process
         "security": check_source_options(options),
     }
@@ -131,7 +154,7 @@ def close_wires() -> None:
 
 class KafkaPartition(InputPartition):
     def __init__(self, topic: str, partition: int, start: int, end: int, clock: int, from_log_start: bool,
-                 reset: dict[str, Any] | None = None) -> None:
+                 reset: dict[str, Any] | None = None, unavailable: str | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.start = start
@@ -139,6 +162,7 @@ class KafkaPartition(InputPartition):
         self.clock = clock
         self.from_log_start = from_log_start
         self.reset = reset  # planned restart after the log went backwards (_plan_reset)
+        self.unavailable = unavailable  # the error that made the partition unreadable at planning
 
 
 def _plan_reset(topic: str, partition: int, nxt: int, old_id: str | None, off: Any) -> dict[str, Any] | None:
@@ -197,6 +221,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def __init__(self, options: dict[str, str]) -> None:
         self.opts = _options(options)
+        self._down_since: int | None = None  # wall ms of the first plan no broker answered
 
     def _discover(self) -> list[tuple[str, int]]:
         w = _wire(self.opts)
@@ -219,35 +244,104 @@ class KafkaStreamReader(DataSourceStreamReader):
             return off.high_watermark, off.high_watermark == off.log_start
         return off.lso, off.lso == off.log_start
 
+    def _explicit(self) -> dict:
+        return {} if self.opts["starting"] in ("lso", "earliest", "latest") else json.loads(self.opts["starting"])
+
     def initialOffset(self) -> dict:
-        tps = self._discover()
-        offs = _wire(self.opts).offsets(tps)
-        explicit = {} if self.opts["starting"] in ("lso", "earliest", "latest") else json.loads(self.opts["starting"])
+        while True:
+            now = int(time.time() * 1000)
+            try:
+                tps = self._discover()
+                offs, down = _wire(self.opts).offsets_available(tps)
+                break
+            except KafkaUnavailable as exc:  # nothing to return yet: wait, up to the timeout
+                self._cluster_down(exc, now)
+                time.sleep(min(self.opts["retry_backoff_ms"] * 8, 5000) / 1000)
+        self._down_since = None
+        explicit = self._explicit()
         parts = {}
         for t, p in tps:
             o = offs.get((t, p))
             if o is None or o.deleted:
                 continue
             parts[_tp_key(t, p)] = list(self._initial_for(t, p, o, explicit))
-        return {"parts": parts, "clock": -1}
+        unavail = {_tp_key(*tp): self._still_down(None, err, now) for tp, err in down.items()}
+        return {"parts": parts, "clock": -1, "unavail": unavail}
+
+    def _still_down(self, prev: dict[str, Any] | None, error: str, now: int) -> dict[str, Any]:
+        """Availability bookkeeping of a partition that could not be read this plan."""
+        tries = (prev or {}).get("tries", 0) + 1
+        backoff = min(self.opts["retry_backoff_ms"] * 2 ** (tries - 1), self.opts["unavailable_backoff_max_ms"])
+        return {"error": error, "since": (prev or {}).get("since", now), "tries": tries, "retry_at": now + backoff}
+
+    def _cluster_down(self, exc: KafkaUnavailable, now: int) -> None:
+        """No broker answered: fine for ``unavailable_timeout_ms``, then one clear error."""
+        if self._down_since is None:
+            self._down_since = now
+        waited = now - self._down_since
+        if waited >= self.opts["unavailable_timeout_ms"]:
+            raise KafkaUnavailable(
+                f"Kafka unreachable: no broker answered for {waited / 1000:.0f} s (unavailable_timeout_ms = "
+                f"{self.opts['unavailable_timeout_ms']}); bootstrap servers: {self.opts['bootstrap']}; "
+                f"last attempt: {exc}") from exc
+        log.warning("kafka source: no broker answered (%s); retrying, %d s left before giving up", exc,
+                    (self.opts["unavailable_timeout_ms"] - waited) // 1000)
+
+    def _ride_through(self, offs: dict, down: dict) -> None:
+        """``run --once``: wait (bounded by ``ride_through_ms``) for unavailable partitions to
+        come back, so a short leader election does not leave a partition unread."""
+        budget = self.opts["ride_through_ms"]
+        deadline = time.monotonic() + budget / 1000
+        delay = self.opts["retry_backoff_ms"] / 1000
+        w = _wire(self.opts)
+        while down and budget and time.monotonic() < deadline:
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+            delay = min(delay * 2, 5.0)
+            more, still = w.offsets_available(list(down))
+            offs.update(more)
+            down.clear()
+            down.update(still)
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         start = start or self.initialOffset()
         now = int(time.time() * 1000)
-        tps = self._discover()
         parts = {k: list(v) for k, v in start["parts"].items()}
         known_ids = start.get("ids", {})  # topic ids as of the previous plan (Metadata v10+)
         ids = dict(known_ids)
-        offs = self._offsets_settled(tps, parts, known_ids)
+        was_down = start.get("unavail", {})
+        try:
+            tps = self._discover()
+            # partitions still in their backoff are not asked this trigger
+            ask = [tp for tp in tps if was_down.get(_tp_key(*tp), {}).get("retry_at", 0) <= now]
+            offs, down = self._offsets_settled(ask, parts, known_ids)
+        except KafkaUnavailable as exc:
+            self._cluster_down(exc, now)
+            return start  # unchanged offsets: Spark runs no micro-batch
+        self._down_since = None
+        if down:
+            self._ride_through(offs, down)
+        unavail: dict[str, dict[str, Any]] = {}
+        for tp in tps:
+            k = _tp_key(*tp)
+            if tp in down:
+                unavail[k] = self._still_down(was_down.get(k), down[tp], now)
+            elif k in was_down and tp not in offs:
+                unavail[k] = was_down[k]  # in backoff: not asked
         resets: dict[str, dict[str, Any]] = {}
+        starts: dict[str, int] = {}  # partitions first planned now: where their reading begins
         lagging = False
+        explicit = self._explicit()
         for t, p in tps:
             o = offs.get((t, p))
             if o is None or o.deleted:
                 continue
             k = _tp_key(t, p)
-            if k not in parts:  # a new partition (pattern match or partition added): all of it is new
+            if k not in parts and k in was_down:  # unavailable since the query started
+                parts[k] = list(self._initial_for(t, p, o, explicit))
+                starts[k] = parts[k][0]
+            elif k not in parts:  # a new partition (pattern match or partition added): all of it is new
                 parts[k] = [o.log_start, True]
+                starts[k] = o.log_start
             else:
                 reset = _plan_reset(t, p, parts[k][0], known_ids.get(t), o)
                 if reset is not None:
@@ -263,15 +357,17 @@ class KafkaStreamReader(DataSourceStreamReader):
                 lagging = True
             parts[k] = [max(end, nxt), parts[k][1]]
         clock = start.get("clock", -1) if lagging else max(start.get("clock", -1), now)
-        return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets}
+        return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
+                "starts": starts}
 
-    def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list], ids: dict[str, str]) -> dict:
+    def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list],
+                         ids: dict[str, str]) -> tuple[dict, dict]:
         """Offsets of ``tps``; where a high watermark is below what was already read (and the
         topic id does not already prove a new topic) it is asked again, with backoff, up to
         ``empty_fetch_retries`` times: a new leader reports a lower high watermark until its
         followers' fetches tell it the old one (seconds at most), a truncated log stays lower."""
         w = _wire(self.opts)
-        offs = w.offsets(tps)
+        offs, down = w.offsets_available(tps)
         for attempt in range(1, self.opts["empty_fetch_retries"] + 1):
             behind = [tp for tp, o in offs.items() if not o.deleted and _tp_key(*tp) in parts
                       and o.high_watermark < parts[_tp_key(*tp)][0]
@@ -279,23 +375,36 @@ class KafkaStreamReader(DataSourceStreamReader):
             if not behind:
                 break
             time.sleep(min(self.opts["retry_backoff_ms"] * 2 ** (attempt - 1), 5000) / 1000)
-            offs.update(w.offsets(behind))
-        return offs
+            more, still = w.offsets_available(behind)
+            offs.update(more)
+            down.update(still)
+            for tp in still:
+                offs.pop(tp, None)
+        return offs, down
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         out = []
         clock = max(end.get("clock", -1), 0)
         resets = end.get("resets", {})
+        unavail = end.get("unavail", {})
         for k, (e, from_start) in end["parts"].items():
             t, p = k.split("\t")
             s = start.get("parts", {}).get(k)
-            s_off = s[0] if s else e
+            s_off = s[0] if s else end.get("starts", {}).get(k, e)
+            if k in unavail:  # not read this trigger: only its gap row, no progress row
+                out.append(KafkaPartition(t, int(p), s_off, s_off, clock, bool(from_start),
+                                          unavailable=unavail[k]["error"]))
+                continue
             reset = resets.get(k)
             if reset is not None:  # the log went backwards: resume where latestOffset decided
                 s_off = reset["restart"]
             # Every partition is read every micro-batch, even with nothing new, so that it emits
             # its progress row (high watermark, LSO, log start) for timers and enrichment.
             out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset))
+        for k, down in unavail.items():
+            if k not in end["parts"]:  # unavailable since the query started: no offsets yet
+                t, p = k.split("\t")
+                out.append(KafkaPartition(t, int(p), -1, -1, clock, False, unavailable=down["error"]))
         return out
 
     def read(self, partition: KafkaPartition) -> Iterator[Any]:
@@ -336,7 +445,14 @@ def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int,
     offset = start
     empty_answers = 0
     while offset < end:
-        res = w.fetch(topic, partition, offset, opts["fetch_max_bytes"])
+        try:
+            res = w.fetch(topic, partition, offset, opts["fetch_max_bytes"])
+        except KafkaUnavailable as exc:
+            # became unreadable after planning and stayed so through the bounded retries
+            gaps.append(gap_event(unavailable_reason(exc.last_error or str(exc)) + f"; offsets {offset}..{end - 1} "
+                                  "not read", topic=topic, partition=partition, first_offset=offset,
+                                  last_offset=end - 1, **common))
+            return scans, gaps, _UNAVAILABLE, raws
         last = res
         if res.deleted:
             gaps.append(gap_event(f"{topic}-{partition} was deleted; stopped reading it at offset {offset}",
@@ -402,10 +518,14 @@ def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, att
 
 
 def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
-    """Executor side: events of one planned read of one partition, ending with its progress row."""
+    """Executor side: events of one planned read of one partition, ending with its progress row
+    (none when the partition was or became unavailable: see the module docstring)."""
     w = _wire(opts)
     common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
     t, p = part.topic, part.partition
+    if part.unavailable is not None:
+        return to_frame([gap_event(unavailable_reason(part.unavailable), topic=t, partition=p,
+                                   first_offset=part.start if part.start >= 0 else None, **common)])
     ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start)
     if t == TXN_TOPIC:
         memo_key = (opts["bootstrap"], p)
@@ -421,6 +541,10 @@ def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
                 recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
                 acc.fold([r for r in recs if r["offset"] < part.start], _leader_epoch(sc))
         _scans, gaps, last, raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
+        if last is _UNAVAILABLE:
+            _TXN_MEMO.pop(memo_key, None)
+            return _without_progress(txn_partition_events(ctx, [], acc, gaps=gaps, broker=Offsets(None, None, None),
+                                                          progress_position=f"{t}-{p}"))
         pieces = []
         for raw in raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
@@ -432,12 +556,23 @@ def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
         return out
     scans, gaps, last, _raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
     pieces = []
+    unreadable = last is _UNAVAILABLE
+    if unreadable:
+        last = None
     if scans:
         cols = {k: np.concatenate([s.columns[k] for s in scans]) for k in empty_columns()}
         cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
         pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
+    if unreadable:
+        return _without_progress(data_partition_events(ctx, pieces, gaps=gaps, broker=Offsets(None, None, None),
+                                                       progress_position=f"{t}-{p}"))
     return data_partition_events(ctx, pieces, gaps=gaps, broker=_broker_offsets(w, t, p, last),
                                  progress_position=f"{t}-{p}@offset {part.end}")
+
+
+def _without_progress(df: pd.DataFrame) -> pd.DataFrame:
+    """A partition that became unreadable mid-read was not read up to now: no progress row."""
+    return df[df["kind"] != "progress"].reset_index(drop=True)
 
 
 def _leader_epoch(scan: BatchScan) -> int:

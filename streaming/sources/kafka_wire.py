@@ -163,6 +163,9 @@ _LEADER_ERRORS = frozenset({
     75,  # UNKNOWN_LEADER_EPOCH
     78,  # OFFSET_NOT_AVAILABLE (ListOffsets during leader change)
 })
+# ListOffsets rounds (a metadata refresh between them) before a partition counts as unavailable
+# for this call in KafkaWire.offsets_available; the caller retries it with backoff later.
+_PARTIAL_ROUNDS = 2
 _OFFSET_OUT_OF_RANGE = 1
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNKNOWN_TOPIC_ID = 100
@@ -199,7 +202,12 @@ class KafkaAuthorizationError(KafkaWireError):
 
 
 class KafkaUnavailable(KafkaWireError):
-    """The cluster (or a partition leader) stayed unavailable through all bounded retries."""
+    """The cluster (or a partition leader) stayed unavailable through all bounded retries.
+
+    ``last_error``: the last retriable error (``"NOT_LEADER_OR_FOLLOWER for t-0"``), when known.
+    """
+
+    last_error: str | None = None
 
 
 _REBOOTSTRAP_REQUIRED = 129  # Metadata v13 top-level (KIP-1102); not known to kafka-python 3.0
@@ -329,7 +337,9 @@ class _Attempts:
             self.last_node = node
         cfg = self.wire._config
         if count > limit:
-            raise KafkaUnavailable(self.message())
+            exc = KafkaUnavailable(self.message())
+            exc.last_error = _describe(error)
+            raise exc
         delay = min(cfg["retry_backoff_ms"] * 2 ** (count - 1), cfg["retry_backoff_max_ms"]) / 1000
         manager = self.wire._manager
         if node is not None and manager is not None:
@@ -601,6 +611,22 @@ class KafkaWire:
             return {}
         return self._run(self._offsets_async, wanted)
 
+    def offsets_available(self, tps: Iterable[tuple[str, int]]) -> tuple[
+            dict[tuple[str, int], PartitionOffsets], dict[tuple[str, int], str]]:
+        """Like :meth:`offsets`, but one unreadable partition does not fail the others.
+
+        Returns ``(offsets, unavailable)``: ``unavailable`` maps each partition that still had no
+        leader (Metadata leader -1 / LEADER_NOT_AVAILABLE), answered a leader error
+        (NOT_LEADER_OR_FOLLOWER, REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, FENCED/UNKNOWN_LEADER_EPOCH,
+        ...) or whose leader did not answer, after one metadata refresh and a second round, to
+        the last error seen. Only when no broker answers Metadata does it raise
+        :class:`KafkaUnavailable` (after the usual bounded retries).
+        """
+        wanted = list(dict.fromkeys((str(t), int(p)) for t, p in tps))
+        if not wanted:
+            return {}, {}
+        return self._run(self._offsets_async, wanted, True)
+
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
               min_bytes: int = 1) -> FetchResult:
         """Fetch raw record-batch bytes of one partition from ``offset`` (READ_UNCOMMITTED).
@@ -778,9 +804,12 @@ class KafkaWire:
                 return False
         return True
 
-    async def _offsets_async(self, wanted: list[tuple[str, int]]):
+    async def _offsets_async(self, wanted: list[tuple[str, int]], partial: bool = False):
         attempts = _Attempts(self, f"ListOffsets for {len(wanted)} partition(s)")
         result: dict[tuple[str, int], PartitionOffsets] = {}
+        unavailable: dict[tuple[str, int], str] = {}
+        errors: dict[tuple[str, int], str] = {}  # latest retriable error per partition
+        rounds = 0
         pending = list(wanted)
         if any(not self._known(tp) for tp in pending):
             await self._metadata_async(sorted({t for t, _ in pending}), attempts)
@@ -796,7 +825,7 @@ class KafkaWire:
                 leader = self._leaders[tp[0]][tp[1]]
                 if leader < 0:
                     retry.append(tp)
-                    last_error = f"no leader for {tp[0]}-{tp[1]} (LEADER_NOT_AVAILABLE)"
+                    last_error = errors[tp] = f"no leader for {tp[0]}-{tp[1]} (LEADER_NOT_AVAILABLE)"
                     continue
                 by_leader[leader].append(tp)
             for leader, tps in by_leader.items():
@@ -826,6 +855,8 @@ class KafkaWire:
                                              f"{_describe(failure)}") from failure
                     retry.extend(tps)
                     last_error, last_node = failure, leader
+                    for tp in tps:
+                        errors[tp] = f"leader {self._node_desc(leader)} did not answer ({_describe(failure)})"
                     attempts.leader = leader
                     continue
                 for tp in tps:
@@ -842,7 +873,7 @@ class KafkaWire:
                     code = codes[0]
                     if code in _LEADER_ERRORS or code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID):
                         retry.append(tp)
-                        last_error = f"{error_name(code)} for {tp[0]}-{tp[1]}"
+                        last_error = errors[tp] = f"{error_name(code)} for {tp[0]}-{tp[1]}"
                         last_node = leader
                         continue
                     if code in AUTHORIZATION_ERRORS:
@@ -850,9 +881,19 @@ class KafkaWire:
                     raise KafkaWireError(f"ListOffsets for {tp[0]}-{tp[1]} at {self._node_desc(leader)} failed: "
                                          f"{error_name(code)}", error_code=code)
             pending = retry
-            if pending:
+            if pending and partial:
+                rounds += 1
+                if rounds >= _PARTIAL_ROUNDS:
+                    unavailable.update({tp: errors.get(tp, "retriable error") for tp in pending})
+                    break
+                # one metadata refresh (the leader may have moved), then ask the rest once more
+                await self._net.sleep(self._config["retry_backoff_ms"] / 1000)
+                await self._metadata_async(sorted({t for t, _ in pending}), attempts)
+            elif pending:
                 await attempts.failed(last_error or "retriable error", last_node)
                 await self._metadata_async(sorted({t for t, _ in pending}), attempts)
+        if partial:
+            return {tp: result[tp] for tp in wanted if tp in result}, unavailable
         return {tp: result[tp] for tp in wanted}
 
     def _list_offsets_request(self, tps: list[tuple[str, int]], timestamp: int, isolation: int):
