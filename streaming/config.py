@@ -21,7 +21,7 @@ DEFAULTS: dict[str, Any] = {
         "bootstrap_servers": "", "topics": [], "topic_pattern": "", "include_internal": False,
         "starting_offsets": "lso", "max_offsets_per_trigger": 0, "fetch_max_bytes": 4194304,
         "client_id": "txnwatch",
-        "request_timeout_ms": 30000, "security_protocol": "PLAINTEXT", "sasl_mechanism": "",
+        "request_timeout_ms": 30000, "unavailable_timeout_ms": 600000, "once_ride_through_ms": 60000, "security_protocol": "PLAINTEXT", "sasl_mechanism": "",
         "sasl_plain_username": "", "sasl_plain_password": "", "ssl_cafile": "", "ssl_certfile": "",
         "ssl_keyfile": "", "ssl_password": "", "ssl_check_hostname": True, "ssl_crlfile": "",
         "sasl_kerberos_name": "", "sasl_kerberos_service_name": "", "sasl_kerberos_domain_name": "",

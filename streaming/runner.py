@@ -78,18 +78,26 @@ def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[
             "include_internal": str(k["include_internal"]).lower(), "starting_offsets": k["starting_offsets"],
             "max_offsets_per_trigger": str(k["max_offsets_per_trigger"]), "fetch_max_bytes": str(k["fetch_max_bytes"]),
             "client_id": k["client_id"],
-            "request_timeout_ms": str(k["request_timeout_ms"])}
+            "request_timeout_ms": str(k["request_timeout_ms"]),
+            "unavailable_timeout_ms": str(k["unavailable_timeout_ms"])}
     # Secrets become env:/file: references (never plan-visible options); runs before Spark starts.
     opts.update(spark_source_options(k))
     return "kafka-txn", opts, True
 
 
+#: ``run --once`` ended with partitions it could not read (it judged the rest).
+EXIT_UNREAD = 3
+
+
 class ProgressLogger:
-    """One log line per micro-batch: rows in, findings, batch duration, source lag."""
+    """One log line per micro-batch: rows in, findings, batch duration, source lag, and the
+    partitions that could not be read (by topic, with the longest outage)."""
 
     def __init__(self) -> None:
         self.t0 = time.monotonic()
         self.batches = 0
+        self.unavailable: list[str] = []  # "topic-partition" unreadable as of the last batch
+        self.judged = 0  # findings published over the run
 
     def __call__(self, batch_id: int, stats: dict[str, Any]) -> None:
         self.batches += 1
@@ -101,14 +109,23 @@ class ProgressLogger:
         log.warning("batch %d: %d rows, %d progress, %d gaps, %d alerts out; open findings: %d late, %d hanging; "
                     "LSO lag %d records", batch_id, stats["rows"], stats["progress"], len(stats["gaps"]),
                     len(stats["alerts"]), late, hanging, lag)
+        self.unavailable = list(stats.get("unavailable_partitions") or [])
+        self.judged += sum(1 for a in stats["alerts"] if a.get("status") not in ("unavailable", "available"))
+        down = stats.get("unavailable") or {}
+        if down:
+            log.warning("batch %d: partitions unavailable: %s", batch_id, ", ".join(
+                f"{t}: {n} for up to {age // 1000} s" for t, (n, age) in sorted(down.items())))
 
 
 def run_job(cfg: dict[str, Any], *, source: str, path: str | None, once: bool = False,
             stop_event: threading.Event | None = None, console_out=None) -> int:
     """Start the streaming query and block until stopped (signal, ``stop_event`` or ``once``)."""
     fmt, opts, coord = source_options(cfg, source, path)
+    if once and fmt == "kafka-txn":
+        opts["ride_through_ms"] = str(cfg["kafka"]["once_ride_through_ms"])
     sinks = build_sinks(cfg, console_out=console_out)
-    sinks.on_batch.append(ProgressLogger())
+    progress = ProgressLogger()
+    sinks.on_batch.append(progress)
     name = f"txnwatch-{cfg['cluster']}"
     metrics = None
     if cfg["metrics"]["port"]:
@@ -162,6 +179,10 @@ def run_job(cfg: dict[str, Any], *, source: str, path: str | None, once: bool = 
     if errors:
         log.error("query failed: %s", errors[0])
         return 1
+    if once and progress.unavailable:
+        log.error("run --once: published %d finding(s) from the partitions it read; could not read %d "
+                  "partition(s): %s", progress.judged, len(progress.unavailable), ", ".join(progress.unavailable))
+        return EXIT_UNREAD
     return 0
 
 

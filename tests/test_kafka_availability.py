@@ -255,3 +255,46 @@ def test_availability_records_once_per_change_stale_findings_and_held_verdicts()
     # a coordinator partition: the record, never a stale finding
     out = av.observe([_gap(TXN, 3, 5000)], [], active, 5000)
     assert [o["status"] for o in out] == ["unavailable"]
+
+
+def test_availability_records_match_the_alert_schema():
+    import jsonschema
+
+    from tests.conftest import ROOT
+
+    schema = __import__("json").loads((ROOT / "streaming" / "alert.schema.json").read_text())
+    av = Availability()
+    recs = av.observe([_gap("orders", 0, 2000)], [], {}, 2000)
+    recs += av.observe([], [_prog("orders", 0, 3000)], {}, 3000)
+    for r in recs:
+        jsonschema.validate(r, schema)
+    with pytest.raises(jsonschema.ValidationError):  # a finding still needs every finding field
+        jsonschema.validate({"schema_version": 1, "key": "c/t/0/1/2", "status": "hanging", "cluster": "c",
+                             "topic": "t", "partition": 0}, schema)
+
+
+@pytest.mark.spark
+def test_run_once_judges_the_rest_and_exits_3_naming_the_unread_partition(spark, tmp_path):
+    """Item 5 end to end: ``run --once`` with a data partition that stays offline publishes the
+    finding on the readable partition and the ``unavailable`` record, then exits with code 3."""
+    from streaming.config import load
+    from streaming.runner import EXIT_UNREAD, run_job
+    from streaming.sinks.jsonl import read_jsonl
+    from tests.test_kafka_source import live_scenario
+
+    scn = live_scenario(tmp_path)
+    with FakeKafkaBroker(scn.root) as broker:
+        broker.offline("orders", 1)
+        cfg = load(None, env={})
+        cfg["cluster"] = "live"
+        cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, topic_pattern=".*",
+                            starting_offsets="earliest", request_timeout_ms=3000, once_ride_through_ms=500)
+        cfg["streaming"].update(checkpoint=str(tmp_path / "ck"))
+        cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(tmp_path / "alerts.jsonl"))
+        rc = run_job(cfg, source="kafka", path=None, once=True)
+    out = read_jsonl(str(tmp_path / "alerts.jsonl"))
+    assert rc == EXIT_UNREAD
+    assert [(a["key"], a["status"]) for a in out if a["status"] == "unavailable"] == [("live/orders/1", "unavailable")]
+    want = {(e["topic"], e["partition"], e["producer_id"], e["first_offset"]) for e in scn.expected}
+    assert {(a["topic"], a["partition"], a["producer_id"], a["first_offset"]) for a in out
+            if a["status"] == "hanging"} == want
