@@ -50,7 +50,10 @@ def build_sinks(cfg: dict[str, Any], *, console_out=None) -> SinkSet:
 
         if not cfg["kafka"]["bootstrap_servers"]:
             raise ConfigError("sinks.enabled contains kafka but kafka.bootstrap_servers is empty")
-        sinks.sinks.append(KafkaAlertSink.from_config(cfg))
+        from streaming.sinks.kafka_topic import BufferedAlertSink
+
+        # never holds up the JSONL/console sinks; retries in order through topic outages
+        sinks.sinks.append(BufferedAlertSink(KafkaAlertSink.from_config(cfg)))
     return sinks
 
 
