@@ -82,7 +82,8 @@ def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[
             "max_offsets_per_trigger": str(k["max_offsets_per_trigger"]), "fetch_max_bytes": str(k["fetch_max_bytes"]),
             "client_id": k["client_id"],
             "request_timeout_ms": str(k["request_timeout_ms"]),
-            "unavailable_timeout_ms": str(k["unavailable_timeout_ms"])}
+            "unavailable_timeout_ms": str(k["unavailable_timeout_ms"]),
+            "groups_per_broker": str(k["groups_per_broker"])}
     # Secrets become env:/file: references (never plan-visible options); runs before Spark starts.
     opts.update(spark_source_options(k))
     return "kafka-txn", opts, True

@@ -78,7 +78,6 @@ from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
 TXN_TOPIC = "__transaction_state"
-_UNAVAILABLE = object()  # _fetch_range's "last" when the partition became unreadable mid-read
 log = logging.getLogger(__name__)
 
 
@@ -116,6 +115,7 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "unavailable_timeout_ms": int(options.get("unavailable_timeout_ms", "600000")),
         "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
         "ride_through_ms": int(options.get("ride_through_ms", "0")),
+        "groups_per_broker": max(1, int(options.get("groups_per_broker", "1"))),
         # unresolved (references, dotted paths): picklable, resolved by _wire in each process
         "security": check_source_options(options),
     }
@@ -154,7 +154,8 @@ def close_wires() -> None:
 
 class KafkaPartition(InputPartition):
     def __init__(self, topic: str, partition: int, start: int, end: int, clock: int, from_log_start: bool,
-                 reset: dict[str, Any] | None = None, unavailable: str | None = None) -> None:
+                 reset: dict[str, Any] | None = None, unavailable: str | None = None,
+                 offsets: tuple[int | None, int | None, int | None] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.start = start
@@ -163,6 +164,16 @@ class KafkaPartition(InputPartition):
         self.from_log_start = from_log_start
         self.reset = reset  # planned restart after the log went backwards (_plan_reset)
         self.unavailable = unavailable  # the error that made the partition unreadable at planning
+        self.offsets = offsets  # (high watermark, LSO, log start) from the driver's ListOffsets
+
+
+class KafkaGroup(InputPartition):
+    """One Spark input partition: partitions led by one broker (or a share of them, see
+    ``groups_per_broker``), read together with multi-partition Fetch requests."""
+
+    def __init__(self, broker: int, parts: list[KafkaPartition]) -> None:
+        self.broker = broker
+        self.parts = parts
 
 
 def _plan_reset(topic: str, partition: int, nxt: int, old_id: str | None, off: Any) -> dict[str, Any] | None:
@@ -329,6 +340,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 unavail[k] = was_down[k]  # in backoff: not asked
         resets: dict[str, dict[str, Any]] = {}
         starts: dict[str, int] = {}  # partitions first planned now: where their reading begins
+        seen: dict[str, list] = {}  # [high watermark, LSO, log start, leader] as planned
         lagging = False
         explicit = self._explicit()
         for t, p in tps:
@@ -350,6 +362,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                     parts[k] = [reset["restart"], flag]
             if o.topic_id:
                 ids[t] = o.topic_id
+            seen[k] = [o.high_watermark, o.lso if o.lso >= 0 else None, o.log_start if o.log_start >= 0 else None,
+                       o.leader]
             nxt = parts[k][0]
             end = o.high_watermark
             if self.opts["max_offsets"] and t != TXN_TOPIC and end - nxt > self.opts["max_offsets"]:
@@ -358,7 +372,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             parts[k] = [max(end, nxt), parts[k][1]]
         clock = start.get("clock", -1) if lagging else max(start.get("clock", -1), now)
         return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
-                "starts": starts}
+                "starts": starts, "seen": seen}
 
     def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list],
                          ids: dict[str, str]) -> tuple[dict, dict]:
@@ -383,6 +397,19 @@ class KafkaStreamReader(DataSourceStreamReader):
         return offs, down
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        """One input partition per leader broker (at most ``groups_per_broker`` per broker)."""
+        by_broker: dict[int, list[KafkaPartition]] = {}
+        seen = end.get("seen", {})
+        for part in self._planned(start, end):
+            k = _tp_key(part.topic, part.partition)
+            facts = seen.get(k)
+            if facts is not None and part.unavailable is None:
+                part.offsets = tuple(facts[:3])
+            by_broker.setdefault(facts[3] if facts is not None else -1, []).append(part)
+        n = self.opts["groups_per_broker"]
+        return [KafkaGroup(b, parts[i::n]) for b, parts in sorted(by_broker.items()) for i in range(min(n, len(parts)))]
+
+    def _planned(self, start: dict, end: dict) -> list[KafkaPartition]:
         out = []
         clock = max(end.get("clock", -1), 0)
         resets = end.get("resets", {})
@@ -398,8 +425,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             reset = resets.get(k)
             if reset is not None:  # the log went backwards: resume where latestOffset decided
                 s_off = reset["restart"]
-            # Every partition is read every micro-batch, even with nothing new, so that it emits
-            # its progress row (high watermark, LSO, log start) for timers and enrichment.
+            # Every partition emits its progress row every micro-batch (high watermark, LSO, log
+            # start, for timers and enrichment); one with nothing new is not fetched for it.
             out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset))
         for k, down in unavail.items():
             if k not in end["parts"]:  # unavailable since the query started: no offsets yet
@@ -407,7 +434,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 out.append(KafkaPartition(t, int(p), -1, -1, clock, False, unavailable=down["error"]))
         return out
 
-    def read(self, partition: KafkaPartition) -> Iterator[Any]:
+    def read(self, partition: KafkaGroup) -> Iterator[Any]:
         df = read_partition(partition, self.opts)
         if len(df):
             yield to_arrow(df)
@@ -424,64 +451,79 @@ class KafkaStreamReader(DataSourceStreamReader):
 _TXN_MEMO: dict[tuple, tuple[int, CoordinatorReplay]] = {}
 
 
-def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
-                 common: dict[str, Any], reset: dict[str, Any] | None = None,
-                 ) -> tuple[list[BatchScan], list[dict[str, Any]], Any, list[bytes]]:
-    """Fetch [start, end) as raw bytes. Returns (scans, gap rows, last fetch result, raw chunks).
+class _RangeRead:
+    """One partition's planned range [start, end), read by one or more Fetch answers.
 
     Every offset of the range is either read or named by a gap row, never skipped silently.
     ``reset`` (from planning, see :func:`_plan_reset`) is a gap to report before reading.
     An answer with no records below ``end`` (a new leader whose high watermark still lags the
     one the plan was made from) is retried ``empty_fetch_retries`` times with a metadata refresh
     and doubling backoff; if the high watermark stays low, the unread rest becomes one gap.
+    ``last`` is the last Fetch answer; ``unavailable`` is set when the partition became
+    unreadable after planning (then no progress row may be emitted for it).
     """
-    scans: list[BatchScan] = []
-    raws: list[bytes] = []
-    gaps: list[dict[str, Any]] = []
-    if reset is not None:
-        gaps.append(gap_event(reset["reason"], topic=topic, partition=partition, first_offset=reset["first"],
-                              last_offset=reset["last"], **common))
-    last = None
-    offset = start
-    empty_answers = 0
-    while offset < end:
+
+    def __init__(self, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
+                 common: dict[str, Any], reset: dict[str, Any] | None = None) -> None:
+        self.opts, self.topic, self.partition, self.end, self.common = opts, topic, partition, end, common
+        self.scans: list[BatchScan] = []
+        self.raws: list[bytes] = []
+        self.gaps: list[dict[str, Any]] = []
+        self.last: Any = None
+        self.offset = start
+        self.empty_answers = 0
+        self.unavailable = False
+        self.done = start >= end
+        if reset is not None:
+            self._gap(reset["reason"], reset["first"], reset["last"])
+
+    def _gap(self, reason: str, first: int | None, last: int | None = None) -> None:
+        self.gaps.append(gap_event(reason, topic=self.topic, partition=self.partition, first_offset=first,
+                                   last_offset=last, **self.common))
+
+    def fetch_alone(self, w: KafkaWire) -> None:
+        """One single-partition Fetch (KafkaWire.fetch: every fault handled, bounded retries)."""
         try:
-            res = w.fetch(topic, partition, offset, opts["fetch_max_bytes"])
+            res = w.fetch(self.topic, self.partition, self.offset, self.opts["fetch_max_bytes"])
         except KafkaUnavailable as exc:
             # became unreadable after planning and stayed so through the bounded retries
-            gaps.append(gap_event(unavailable_reason(exc.last_error or str(exc)) + f"; offsets {offset}..{end - 1} "
-                                  "not read", topic=topic, partition=partition, first_offset=offset,
-                                  last_offset=end - 1, **common))
-            return scans, gaps, _UNAVAILABLE, raws
-        last = res
+            self._gap(unavailable_reason(exc.last_error or str(exc)) + f"; offsets {self.offset}..{self.end - 1} "
+                      "not read", self.offset, self.end - 1)
+            self.unavailable = self.done = True
+            return
+        self.take(w, res)
+
+    def take(self, w: KafkaWire, res: Any) -> None:
+        """Fold one Fetch answer for this partition (at ``self.offset``) into the read."""
+        opts, topic, partition, offset, end = self.opts, self.topic, self.partition, self.offset, self.end
+        self.last = res
         if res.deleted:
-            gaps.append(gap_event(f"{topic}-{partition} was deleted; stopped reading it at offset {offset}",
-                                  topic=topic, partition=partition, first_offset=offset, last_offset=end - 1, **common))
-            break
+            self._gap(f"{topic}-{partition} was deleted; stopped reading it at offset {offset}", offset, end - 1)
+            self.done = True
+            return
         if res.out_of_range:
             ls = res.log_start_offset
             if ls is None or ls < 0 or ls <= offset:
-                gaps.append(gap_event(f"offset {offset} out of range and no log start to resume from",
-                                      topic=topic, partition=partition, first_offset=offset, **common))
-                break
-            gaps.append(gap_event(f"retention deleted offsets {offset}..{ls - 1} before they were read; "
-                                  f"continuing at the log start {ls}", topic=topic, partition=partition,
-                                  first_offset=offset, last_offset=ls - 1, **common))
-            offset = ls
-            continue
+                self._gap(f"offset {offset} out of range and no log start to resume from", offset)
+                self.done = True
+                return
+            self._gap(f"retention deleted offsets {offset}..{ls - 1} before they were read; continuing at the log "
+                      f"start {ls}", offset, ls - 1)
+            self.offset = ls
+            self.done = ls >= end
+            return
         data = res.records or b""
         if not data:
-            if empty_answers < opts["empty_fetch_retries"]:
-                empty_answers += 1
-                _wait_for_high_watermark(w, opts, topic, empty_answers)
-                continue
-            gaps.append(gap_event(
-                f"no records at offset {offset} after {empty_answers + 1} fetches: the leader's high watermark "
-                f"{res.high_watermark} is below the planned end {end} (new leader not caught up?); offsets "
-                f"{offset}..{end - 1} not read", topic=topic, partition=partition, first_offset=offset,
-                last_offset=end - 1, **common))
-            break
-        empty_answers = 0
+            if self.empty_answers < opts["empty_fetch_retries"]:
+                self.empty_answers += 1
+                _wait_for_high_watermark(w, opts, topic, self.empty_answers)
+                return
+            self._gap(f"no records at offset {offset} after {self.empty_answers + 1} fetches: the leader's high "
+                      f"watermark {res.high_watermark} is below the planned end {end} (new leader not caught up?); "
+                      f"offsets {offset}..{end - 1} not read", offset, end - 1)
+            self.done = True
+            return
+        self.empty_answers = 0
         scan = scan_batches(data, validate_crc=opts["validate_crc"], source=f"{topic}-{partition}",
                             allow_partial_tail=True)
         cols = scan.columns
@@ -490,25 +532,70 @@ def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int,
         chain_broken = any(not e.reason.startswith("CRC-32C") and not e.reason.startswith("control record")
                            for e in scan.errors)
         for e in scan.errors:
-            gaps.append(gap_event(f"{e.reason} (fetch at offset {offset})", topic=topic, partition=partition,
-                                  first_offset=e.base_offset if e.base_offset is not None else offset, **common))
+            self._gap(f"{e.reason} (fetch at offset {offset})", e.base_offset if e.base_offset is not None else offset)
         if n_keep:
-            scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
-            raws.append(data)
-            offset = int(cols["last_offset"][keep].max()) + 1
+            self.scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
+            self.raws.append(data)
+            self.offset = int(cols["last_offset"][keep].max()) + 1
         if chain_broken:
             # The batch chain is unreadable past this point: skip to the planned end, loudly.
-            gaps.append(gap_event(f"unreadable bytes: offsets {offset}..{end - 1} skipped", topic=topic,
-                                  partition=partition, first_offset=offset, last_offset=end - 1, **common))
-            break
-        if not n_keep:
-            if len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end:
-                break  # the next batch starts at or past the planned end: nothing in between
-            gaps.append(gap_event(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
-                                  f"{offset}..{end - 1} not read", topic=topic, partition=partition,
-                                  first_offset=offset, last_offset=end - 1, **common))
-            break
-    return scans, gaps, last, raws
+            self._gap(f"unreadable bytes: offsets {self.offset}..{end - 1} skipped", self.offset, end - 1)
+            self.done = True
+        elif not n_keep:
+            if not (len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end):
+                self._gap(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
+                          f"{offset}..{end - 1} not read", offset, end - 1)
+            self.done = True  # (or the next batch starts at or past the planned end: nothing between)
+        else:
+            self.done = self.offset >= end
+
+
+def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
+    """Read every range to its end: one multi-partition Fetch per round for all ranges still
+    open (KafkaWire.fetch_many, one request per leader); a partition whose answer was not a
+    plain success is fetched alone, with the full fault handling of KafkaWire.fetch."""
+    starved: list[_RangeRead] = []
+    while True:
+        todo = [r for r in reads if not r.done]
+        if not todo:
+            return
+        if len(todo) == 1:
+            todo[0].fetch_alone(w)
+            continue
+        # partitions the last round's byte budget did not reach go first (KIP-74 guarantees the
+        # first partition of a response one whole batch, the others only what is left)
+        todo.sort(key=lambda r: r not in starved)
+        answers = w.fetch_many([(r.topic, r.partition, r.offset) for r in todo], todo[0].opts["fetch_max_bytes"])
+        starved, moved = [], False
+        for r in todo:
+            res = answers.get((r.topic, r.partition))
+            if res is None:
+                r.fetch_alone(w)
+                moved = True
+            elif not _whole_batch(res.records) and res.high_watermark > r.offset:
+                starved.append(r)  # cut by the request's max_bytes, not an empty log: next round
+            else:
+                r.take(w, res)
+                moved = True
+        if not moved:
+            for r in starved:
+                r.fetch_alone(w)
+            starved = []
+
+
+def _whole_batch(records: bytes | None) -> bool:
+    """Whether a Fetch answer holds at least one whole batch (12-byte log overhead + batchLength)."""
+    if not records or len(records) < 12:
+        return False
+    return len(records) >= 12 + int.from_bytes(records[8:12], "big", signed=True)
+
+
+def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
+                 common: dict[str, Any], reset: dict[str, Any] | None = None) -> _RangeRead:
+    """Fetch [start, end) of one partition (see :class:`_RangeRead`)."""
+    r = _RangeRead(opts, topic, partition, start, end, common, reset)
+    _read_ranges(w, [r])
+    return r
 
 
 def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, attempt: int) -> None:
@@ -517,57 +604,85 @@ def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, att
     w.refresh_metadata([topic])
 
 
-def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
-    """Executor side: events of one planned read of one partition, ending with its progress row
-    (none when the partition was or became unavailable: see the module docstring)."""
+def read_partition(part: KafkaPartition | KafkaGroup, opts: dict[str, Any]) -> pd.DataFrame:
+    """Executor side: events of one planned read (a partition, or a broker's group), each
+    partition ending with its progress row (none when it was or became unavailable)."""
+    return read_group(part.parts if isinstance(part, KafkaGroup) else [part], opts)
+
+
+def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFrame:
+    """Executor side: events of one Spark input partition (the partitions of one leader broker).
+
+    Unavailable partitions give their gap row; partitions with nothing new give their progress
+    row from the driver's ListOffsets without any Fetch; the rest are read together with
+    multi-partition Fetch requests.
+    """
     w = _wire(opts)
-    common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
+    frames: list[pd.DataFrame] = []
+    reads: list[tuple[KafkaPartition, _RangeRead, Any]] = []
+    for part in parts:
+        common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
+        t, p = part.topic, part.partition
+        if part.unavailable is not None:
+            frames.append(to_frame([gap_event(unavailable_reason(part.unavailable), topic=t, partition=p,
+                                              first_offset=part.start if part.start >= 0 else None, **common)]))
+            continue
+        acc = _txn_replay(w, opts, part, common) if t == TXN_TOPIC else None
+        if part.start >= part.end and part.reset is None and part.offsets is not None:
+            frames.append(_events_of(part, opts, _RangeRead(opts, t, p, part.start, part.end, common), acc,
+                                     Offsets(*part.offsets)))
+            continue
+        reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc))
+    _read_ranges(w, [r for _, r, _ in reads])
+    for part, r, acc in reads:
+        broker = None if r.unavailable else _broker_offsets(w, part.topic, part.partition, r.last)
+        frames.append(_events_of(part, opts, r, acc, broker))
+    return pd.concat(frames, ignore_index=True) if frames else to_frame([])
+
+
+def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition, common: dict[str, Any]) -> CoordinatorReplay:
+    """The id → producer map of a coordinator partition up to ``part.start`` (memo, else rebuilt
+    from the coordinator log's start: it is compacted)."""
     t, p = part.topic, part.partition
-    if part.unavailable is not None:
-        return to_frame([gap_event(unavailable_reason(part.unavailable), topic=t, partition=p,
-                                   first_offset=part.start if part.start >= 0 else None, **common)])
-    ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start)
-    if t == TXN_TOPIC:
-        memo_key = (opts["bootstrap"], p)
-        memo = _TXN_MEMO.get(memo_key)
-        acc = CoordinatorReplay()
-        if memo is not None and memo[0] == part.start:
-            acc = memo[1].copy()
-        elif part.start > 0:
-            # Rebuild the id → producer map from the coordinator log's start (it is compacted).
-            offs = w.offsets([(t, p)])[(t, p)]
-            _scans, _g, _l, raws = _fetch_range(w, opts, t, p, offs.log_start, part.start, common)
-            for raw in raws:
-                recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
-                acc.fold([r for r in recs if r["offset"] < part.start], _leader_epoch(sc))
-        _scans, gaps, last, raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
-        if last is _UNAVAILABLE:
-            _TXN_MEMO.pop(memo_key, None)
-            return _without_progress(txn_partition_events(ctx, [], acc, gaps=gaps, broker=Offsets(None, None, None),
-                                                          progress_position=f"{t}-{p}"))
-        pieces = []
-        for raw in raws:
+    memo = _TXN_MEMO.get((opts["bootstrap"], p))
+    acc = CoordinatorReplay()
+    if memo is not None and memo[0] == part.start:
+        return memo[1].copy()
+    if part.start > 0:
+        offs = w.offsets([(t, p)])[(t, p)]
+        for raw in _fetch_range(w, opts, t, p, offs.log_start, part.start, common).raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
-            recs = [r for r in recs if part.start <= r["offset"] < part.end]
+            acc.fold([r for r in recs if r["offset"] < part.start], _leader_epoch(sc))
+    return acc
+
+
+def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: CoordinatorReplay | None,
+               broker: Offsets | None) -> pd.DataFrame:
+    """Events of one partition's read; no progress row when it became unreadable (``broker`` None)."""
+    t, p = part.topic, part.partition
+    ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start)
+    position = f"{t}-{p}@offset {part.end}"
+    if t == TXN_TOPIC:
+        pieces = []
+        for raw in r.raws:
+            recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
+            recs = [x for x in recs if part.start <= x["offset"] < part.end]
             pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
-        out = txn_partition_events(ctx, pieces, acc, gaps=gaps, broker=_broker_offsets(w, t, p, last),
-                                   progress_position=f"{t}-{p}@offset {part.end}")
-        _TXN_MEMO[memo_key] = (part.end, acc)
-        return out
-    scans, gaps, last, _raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
-    pieces = []
-    unreadable = last is _UNAVAILABLE
-    if unreadable:
-        last = None
-    if scans:
-        cols = {k: np.concatenate([s.columns[k] for s in scans]) for k in empty_columns()}
-        cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
-        pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
-    if unreadable:
-        return _without_progress(data_partition_events(ctx, pieces, gaps=gaps, broker=Offsets(None, None, None),
-                                                       progress_position=f"{t}-{p}"))
-    return data_partition_events(ctx, pieces, gaps=gaps, broker=_broker_offsets(w, t, p, last),
-                                 progress_position=f"{t}-{p}@offset {part.end}")
+        out = txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
+                                   progress_position=position)
+        if broker is None:
+            _TXN_MEMO.pop((opts["bootstrap"], p), None)
+        else:
+            _TXN_MEMO[(opts["bootstrap"], p)] = (part.end, acc)
+    else:
+        pieces = []
+        if r.scans:
+            cols = {k: np.concatenate([s.columns[k] for s in r.scans]) for k in empty_columns()}
+            cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
+            pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
+        out = data_partition_events(ctx, pieces, gaps=r.gaps, broker=broker or Offsets(None, None, None),
+                                    progress_position=position)
+    return out if broker is not None else _without_progress(out)
 
 
 def _without_progress(df: pd.DataFrame) -> pd.DataFrame:

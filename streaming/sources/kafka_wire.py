@@ -641,6 +641,66 @@ class KafkaWire:
         return self._run(self._fetch_async, topic, int(partition), int(offset), int(max_bytes), int(max_wait_ms),
                          int(min_bytes))
 
+    def fetch_many(self, items: Iterable[tuple[str, int, int]], max_bytes: int) -> dict[tuple[str, int], FetchResult]:
+        """One multi-partition Fetch per leader for ``(topic, partition, offset)`` items, pipelined.
+
+        ``max_bytes`` is both the request and the per-partition limit (KIP-74: the first
+        partition of a response gets at least one whole batch). Only plain successes are
+        returned: a partition missing from the result (no known leader, a partition error, a
+        throttled or failed request, a preferred read replica) is for the caller to fetch alone
+        with :meth:`fetch`, which handles each of those cases.
+        """
+        wanted = [(str(t), int(p), int(o)) for t, p, o in items]
+        if not wanted:
+            return {}
+        return self._run(self._fetch_many_async, wanted, int(max_bytes))
+
+    async def _fetch_many_async(self, wanted: list[tuple[str, int, int]], max_bytes: int):
+        by_leader: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+        for t, p, o in wanted:
+            leader = self._leaders.get(t, {}).get(p, -1)
+            if leader >= 0:
+                by_leader[leader].append((t, p, o))
+        futures = {}
+        for leader, its in by_leader.items():
+            request = self._fetch_request_many(its, max_bytes)
+            try:
+                futures[leader] = (self._send_nowait(leader, request), request, its)
+            except Exception:  # noqa: BLE001 - left to the single-partition path
+                continue
+        out: dict[tuple[str, int], FetchResult] = {}
+        for leader, (fut, request, its) in futures.items():
+            try:
+                response = await self._await(fut)
+            except Exception:  # noqa: BLE001 - left to the single-partition path
+                continue
+            if getattr(response, "error_code", 0):
+                continue
+            offsets = {(t, p): o for t, p, o in its}
+            for topic in response.responses:
+                for pd_ in topic.partitions:
+                    tp = (topic.topic, pd_.partition_index)
+                    if tp not in offsets or pd_.error_code != 0 or pd_.preferred_read_replica not in (-1, None):
+                        continue
+                    version = request.API_VERSION
+                    out[tp] = FetchResult(tp[0], tp[1], offsets[tp], bytes(pd_.records or b""), pd_.high_watermark,
+                                          pd_.last_stable_offset, pd_.log_start_offset if version >= 5 else -1, 0,
+                                          "NONE", FetchStatus.OK, leader, version)
+        return out
+
+    def _fetch_request_many(self, items: list[tuple[str, int, int]], max_bytes: int):
+        by_topic: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for t, p, o in items:
+            by_topic[t].append((p, o))
+        Topic = FetchRequest.FetchTopic
+        return FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=READ_UNCOMMITTED,
+            session_id=0, session_epoch=-1,
+            topics=[Topic(topic=t, partitions=[Topic.FetchPartition(
+                partition=p, current_leader_epoch=-1, fetch_offset=o, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=max_bytes) for p, o in ps]) for t, ps in by_topic.items()],
+            forgotten_topics_data=[], rack_id="", min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION)
+
     def leader(self, topic: str, partition: int) -> int | None:
         """Cached leader node id (-1: no leader, None: unknown/not yet looked up)."""
         return self._leaders.get(topic, {}).get(partition)
