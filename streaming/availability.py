@@ -54,12 +54,14 @@ class Availability:
         self.down: dict[str, dict[str, Any]] = doc.get("down", {})
         self.last_read: dict[str, int] = doc.get("last_read", {})
         self.held: list[dict[str, Any]] = doc.get("held", [])
+        self.lagging: dict[str, str] = doc.get("lagging", {})  # "topic-partition" -> topic
 
     def save(self) -> None:
         from streaming.alerts import _write_text
 
         if self.path:
-            _write_text(self.path, json.dumps({"down": self.down, "last_read": self.last_read, "held": self.held}))
+            _write_text(self.path, json.dumps({"down": self.down, "last_read": self.last_read, "held": self.held,
+                                               "lagging": self.lagging}))
 
     def hold(self, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The state's verdict rows that may be published now, in order.
@@ -81,7 +83,9 @@ class Availability:
         return ready
 
     def unreadable(self, topic: str, partition: int) -> bool:
-        return f"{topic}-{int(partition)}" in self.down
+        """Not read through the clock: unavailable, or lagging behind its high watermark."""
+        tp = f"{topic}-{int(partition)}"
+        return tp in self.down or tp in self.lagging
 
     def observe(self, gaps: list[dict[str, Any]], progress: list[dict[str, Any]], active: dict[str, dict[str, Any]],
                 now_ms: int | None) -> list[dict[str, Any]]:
@@ -94,6 +98,10 @@ class Availability:
         for p in progress:
             tp = _tp(p)
             read_now.add(tp)
+            if p.get("lagging"):
+                self.lagging[tp] = p["topic"]
+                continue
+            self.lagging.pop(tp, None)
             t = p.get("now_ms")
             if t is not None:
                 self.last_read[tp] = max(int(t), self.last_read.get(tp, 0))
@@ -139,6 +147,13 @@ class Availability:
         tp = f"{topic}-{partition}"
         return [dict(e["alert"], stale=True, last_read_ms=self.last_read.get(tp))
                 for e in active.values() if e["alert"]["topic"] == topic and e["alert"]["partition"] == partition]
+
+    def lagging_by_topic(self) -> dict[str, int]:
+        """topic → partitions read short of the clock (admission control), for metrics/progress."""
+        out: dict[str, int] = {}
+        for topic in self.lagging.values():
+            out[topic] = out.get(topic, 0) + 1
+        return out
 
     def unavailable_by_topic(self, now_ms: int | None) -> dict[str, tuple[int, int]]:
         """topic → (unavailable partitions, longest time unavailable in ms), for metrics/progress."""

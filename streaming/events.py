@@ -91,6 +91,7 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("client_txn_version", "int"),
     ("snapshot_offset", "long"),
     ("from_log_start", "bool"),  # this partition's reading began at its log start offset
+    ("lagging", "bool"),  # live source: this read stopped short of the high watermark (admission control)
     ("high_watermark", "long"),
     ("lso", "long"),
     ("log_start_offset", "long"),

@@ -192,6 +192,7 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
         stats = {"rows": len(rows), "progress": len(progress), "gaps": gaps, "alerts": alerts,
                  "unavailable": availability.unavailable_by_topic(now),
                  "unavailable_partitions": sorted(availability.down),
+                 "lagging": availability.lagging_by_topic(),
                  "open_alerts": dict(enricher.active), "partitions": dict(enricher.partitions),
                  "open_transactions": enricher.open_transactions(), "now_ms": enricher.clock,
                  "duration_s": time.monotonic() - t0}

@@ -115,6 +115,10 @@ class ProgressLogger:
                     len(stats["alerts"]), late, hanging, lag)
         self.unavailable = list(stats.get("unavailable_partitions") or [])
         self.judged += sum(1 for a in stats["alerts"] if a.get("status") not in ("unavailable", "available"))
+        behind = stats.get("lagging") or {}
+        if behind:
+            log.warning("batch %d: partitions lagging (verdicts held until read through now): %s", batch_id,
+                        ", ".join(f"{t}: {n}" for t, n in sorted(behind.items())))
         down = stats.get("unavailable") or {}
         if down:
             log.warning("batch %d: partitions unavailable: %s", batch_id, ", ".join(

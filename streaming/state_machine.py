@@ -60,6 +60,7 @@ OUT_FIELDS: tuple[tuple[str, str], ...] = (
     ("lso", "long"),
     ("log_start_offset", "long"),
     ("reason", "string"),
+    ("lagging", "bool"),  # progress rows: the partition was read short of now (i12-live, WAVE2 contract C)
 )
 OUT_NAMES = tuple(n for n, _ in OUT_FIELDS)
 

@@ -298,3 +298,19 @@ def test_run_once_judges_the_rest_and_exits_3_naming_the_unread_partition(spark,
     want = {(e["topic"], e["partition"], e["producer_id"], e["first_offset"]) for e in scn.expected}
     assert {(a["topic"], a["partition"], a["producer_id"], a["first_offset"]) for a in out
             if a["status"] == "hanging"} == want
+
+
+def test_lagging_partition_holds_only_its_own_verdicts():
+    """Issue 12 item 3 (driver side): a progress row stamped ``lagging`` holds new verdicts on
+    that partition only; once it is read through the clock they are released (or superseded)."""
+    av = Availability()
+    lag = dict(_prog("orders", 0, 1000), lagging=True)
+    assert av.observe([], [lag, _prog("orders", 1, 1000)], {}, 1000) == []  # no availability record
+    hanging = {"key": "c/orders/0/5/0", "topic": "orders", "partition": 0, "status": "hanging"}
+    elsewhere = {"key": "c/orders/1/6/0", "topic": "orders", "partition": 1, "status": "hanging"}
+    assert av.hold([hanging, elsewhere]) == [elsewhere]
+    assert av.lagging_by_topic() == {"orders": 1}
+    av.observe([], [_prog("orders", 0, 2000)], {}, 2000)
+    resolved = dict(hanging, status="resolved")
+    assert av.hold([resolved]) == [resolved]  # the newer row for the key wins over the held one
+    assert av.lagging_by_topic() == {}

@@ -67,3 +67,51 @@ def test_one_input_partition_per_broker_and_multi_partition_fetches(tmp_path):
         now = prog.set_index(["topic", "partition"])
         for col in ("high_watermark", "lso", "log_start_offset"):
             assert now[col].sort_index().equals(last[col].sort_index())
+
+
+@pytest.mark.spark
+def test_one_lagging_partition_does_not_stop_verdicts_elsewhere(spark, tmp_path):
+    """Issue 12 item 3 end to end: heartbeat-0 holds far more than max_offsets_per_trigger, so it
+    lags for many triggers; the hanging transaction on orders-0 (read through now at once) is
+    alerted while heartbeat-0 is still lagging. Old code froze the clock for every partition."""
+    from streaming.alerts import AlertConfig
+    from streaming.config import engine_config, load
+    from streaming.pipeline import SinkSet, start_query
+    from streaming.simulate.encode import encode_batch
+    from tests.test_kafka_source import live_scenario
+
+    sc = live_scenario(tmp_path)
+    cfg = load(None, env={})
+    cfg["cluster"] = "live"
+    with FakeKafkaBroker(sc.root) as broker:
+        now = int(time.time() * 1000)
+        hw = broker.partition_state("heartbeat", 0).high_watermark
+        filler = b"".join(encode_batch(hw + i, 1, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                       is_transactional=False, base_timestamp=now, max_timestamp=now)
+                          for i in range(3000))
+        broker.append_batches("heartbeat", 0, filler)
+        cap = max(broker.partition_state(t, p).high_watermark for t, ps in broker.topics().items()
+                  if t not in ("heartbeat", "__transaction_state") for p in ps) + 1
+        alerts: list = []
+        lagging_when_alerted: list = []
+
+        def on_batch(_bid, stats):
+            if any(a["status"] == "hanging" for a in stats["alerts"]):
+                lagging_when_alerted.append(dict(stats["lagging"]))
+
+        sinks = SinkSet(sinks=[alerts.extend], on_batch=[on_batch])
+        opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
+                "starting_offsets": "earliest", "max_offsets_per_trigger": str(cap), **FAST}
+        q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
+                        AlertConfig("k:9092"), sinks, str(tmp_path / "ck"), trigger={"processingTime": "1 second"})
+        try:
+            deadline = time.monotonic() + 120
+            while not lagging_when_alerted and time.monotonic() < deadline and q.exception() is None:
+                time.sleep(0.5)
+        finally:
+            q.stop()
+    assert q.exception() is None
+    assert lagging_when_alerted and lagging_when_alerted[0] == {"heartbeat": 1}
+    want = {(e["topic"], e["partition"], e["producer_id"], e["first_offset"]) for e in sc.expected}
+    assert {(a["topic"], a["partition"], a["producer_id"], a["first_offset"]) for a in alerts
+            if a["status"] == "hanging"} == want

@@ -40,8 +40,11 @@ partition is read and judged in the same micro-batch. Offsets carry
 broker answers Metadata for ``unavailable_timeout_ms`` does planning raise.
 
 Clock (detection.md §2): the driver's wall clock when it planned the micro-batch, carried by
-every row as ``event_time``. While a data partition is behind its high watermark (admission
-control), the clock does not move: a transaction there may be closed by a marker not read yet.
+every row as ``event_time``; it moves every trigger. A data partition planned short of its high
+watermark (``max_offsets_per_trigger``) is *lagging*: every row of its read carries
+``lagging = true``, and the driver publishes no new verdict on it until a read takes it through
+the clock again (streaming/availability.py), because a transaction there may be closed by a
+marker not read yet. One lagging partition therefore no longer stops verdicts elsewhere.
 Coordinator partitions are read to their high watermark in every micro-batch, and a failure to
 read them fails the micro-batch (bounded retries, then a clear error), so the coordinator view is
 never behind the clock.
@@ -165,6 +168,7 @@ class KafkaPartition(InputPartition):
         self.reset = reset  # planned restart after the log went backwards (_plan_reset)
         self.unavailable = unavailable  # the error that made the partition unreadable at planning
         self.offsets = offsets  # (high watermark, LSO, log start) from the driver's ListOffsets
+        self.lagging = False  # planned short of its high watermark (max_offsets_per_trigger)
 
 
 class KafkaGroup(InputPartition):
@@ -341,7 +345,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         resets: dict[str, dict[str, Any]] = {}
         starts: dict[str, int] = {}  # partitions first planned now: where their reading begins
         seen: dict[str, list] = {}  # [high watermark, LSO, log start, leader] as planned
-        lagging = False
+        lagging: list[str] = []  # data partitions planned short of their high watermark
         explicit = self._explicit()
         for t, p in tps:
             o = offs.get((t, p))
@@ -368,11 +372,14 @@ class KafkaStreamReader(DataSourceStreamReader):
             end = o.high_watermark
             if self.opts["max_offsets"] and t != TXN_TOPIC and end - nxt > self.opts["max_offsets"]:
                 end = nxt + self.opts["max_offsets"]
-                lagging = True
+                lagging.append(k)
             parts[k] = [max(end, nxt), parts[k][1]]
-        clock = start.get("clock", -1) if lagging else max(start.get("clock", -1), now)
+        # per-partition clock: the clock always moves; rows of a lagging partition say so (and
+        # the driver holds new verdicts on it back until it is read through the clock again)
+        clock = max(start.get("clock", -1), now)
         return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
-                "starts": starts, "seen": seen}
+                "starts": starts, "seen": seen,
+                "lagging": lagging}
 
     def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list],
                          ids: dict[str, str]) -> tuple[dict, dict]:
@@ -400,8 +407,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         """One input partition per leader broker (at most ``groups_per_broker`` per broker)."""
         by_broker: dict[int, list[KafkaPartition]] = {}
         seen = end.get("seen", {})
+        lagging = set(end.get("lagging", []))
         for part in self._planned(start, end):
             k = _tp_key(part.topic, part.partition)
+            part.lagging = k in lagging
             facts = seen.get(k)
             if facts is not None and part.unavailable is None:
                 part.offsets = tuple(facts[:3])
@@ -682,6 +691,8 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
         out = data_partition_events(ctx, pieces, gaps=r.gaps, broker=broker or Offsets(None, None, None),
                                     progress_position=position)
+    if part.lagging:
+        out["lagging"] = pd.array([True] * len(out), dtype="boolean")
     return out if broker is not None else _without_progress(out)
 
 
