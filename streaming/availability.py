@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from streaming.vocab import ALERT_SCHEMA_VERSION, AVAILABILITY_STATUSES, AVAILABLE, UNAVAILABLE
+
 UNAVAILABLE_PREFIX = "unavailable: "
 TXN_TOPIC = "__transaction_state"
-STATUSES = ("unavailable", "available")
 
 
 def unavailable_reason(error: str) -> str:
@@ -31,7 +32,7 @@ def unavailable_reason(error: str) -> str:
 
 
 def is_availability_record(alert: dict[str, Any]) -> bool:
-    return alert.get("status") in STATUSES
+    return alert.get("status") in AVAILABILITY_STATUSES
 
 
 def _tp(row: dict[str, Any]) -> str:
@@ -117,26 +118,26 @@ class Availability:
             since = g.get("now_ms") if g.get("now_ms") is not None else now_ms
             self.down[tp] = {"topic": g["topic"], "partition": int(g["partition"]), "cluster": g.get("cluster"),
                              "since_ms": since, "error": reason[len(UNAVAILABLE_PREFIX):]}
-            out.append(self._record("unavailable", self.down[tp], now_ms))
+            out.append(self._record(UNAVAILABLE, self.down[tp], now_ms))
             if g["topic"] != TXN_TOPIC:
                 out.extend(self._stale(g["topic"], int(g["partition"]), active))
         for tp in sorted(read_now & set(self.down)):
             entry = self.down.pop(tp)
-            out.append(self._record("available", entry, now_ms))
+            out.append(self._record(AVAILABLE, entry, now_ms))
         return out
 
     def _record(self, status: str, entry: dict[str, Any], now_ms: int | None) -> dict[str, Any]:
         tp = f"{entry['topic']}-{entry['partition']}"
         cluster = entry.get("cluster") or "default"
         return {
-            "schema_version": 1,
+            "schema_version": ALERT_SCHEMA_VERSION,
             "key": f"{cluster}/{entry['topic']}/{entry['partition']}",
             "status": status,
             "cluster": cluster,
             "topic": entry["topic"],
             "partition": entry["partition"],
-            "reason": entry["error"] if status == "unavailable" else None,
-            "unavailable_since": entry.get("since_ms"),
+            "reason": entry["error"] if status == UNAVAILABLE else None,
+            "since_ms": entry.get("since_ms"),
             "unavailable_ms": (now_ms - entry["since_ms"]) if now_ms is not None and entry.get("since_ms") is not None
             else None,
             "last_read_ms": self.last_read.get(tp),
