@@ -666,13 +666,13 @@ class KafkaWire:
             request = self._fetch_request_many(its, max_bytes)
             try:
                 futures[leader] = (self._send_nowait(leader, request), request, its)
-            except Exception:  # noqa: BLE001 - left to the single-partition path
+            except Exception:  # left to the single-partition path (KafkaWire.fetch)
                 continue
         out: dict[tuple[str, int], FetchResult] = {}
         for leader, (fut, request, its) in futures.items():
             try:
                 response = await self._await(fut)
-            except Exception:  # noqa: BLE001 - left to the single-partition path
+            except Exception:  # left to the single-partition path (KafkaWire.fetch)
                 continue
             if getattr(response, "error_code", 0):
                 continue
