@@ -10,9 +10,10 @@ driver, turns those rows into the alert stream's availability records (WAVE2 con
 
 keyed ``cluster/topic/partition`` so that a compacted alerts topic keeps the latest per partition.
 Findings on a data partition that became unavailable keep their status and are published once
-more with ``stale: true`` and ``last_read_ms`` (the partition's last read). New verdicts for an
-unavailable partition are held back by the caller (:meth:`Availability.unreadable`), because the
-partition was not read through the clock: a transaction there may already be closed.
+more with ``stale: true`` and ``last_read_ms`` (the partition's last read). New verdicts for a
+partition that is unavailable or lagging (read short of its high watermark) are held back through
+the enricher's ``hold``/``release`` (:meth:`Availability.apply_holds`), because the partition was
+not read through the clock: a transaction there may already be closed.
 """
 
 from __future__ import annotations
@@ -54,34 +55,27 @@ class Availability:
         doc = json.loads(text) if text else {}
         self.down: dict[str, dict[str, Any]] = doc.get("down", {})
         self.last_read: dict[str, int] = doc.get("last_read", {})
-        self.held: list[dict[str, Any]] = doc.get("held", [])
         self.lagging: dict[str, str] = doc.get("lagging", {})  # "topic-partition" -> topic
 
     def save(self) -> None:
         from streaming.alerts import _write_text
 
         if self.path:
-            _write_text(self.path, json.dumps({"down": self.down, "last_read": self.last_read, "held": self.held,
+            _write_text(self.path, json.dumps({"down": self.down, "last_read": self.last_read,
                                                "lagging": self.lagging}))
 
-    def hold(self, raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The state's verdict rows that may be published now, in order.
+    def not_read_through_now(self) -> set[str]:
+        """``topic-partition`` names whose new verdicts must wait: unavailable or lagging."""
+        return set(self.down) | set(self.lagging)
 
-        Rows about a partition that is unreadable now are kept back (the partition was not read
-        through the clock); once it is read again they are released, except where this batch
-        already carries a newer row for the same finding.
-        """
-        keep, ready = [], []
-        newer = {r["key"] for r in raw if not self.unreadable(r["topic"], r["partition"])}
-        for r in self.held:
-            if self.unreadable(r["topic"], r["partition"]):
-                keep.append(r)
-            elif r["key"] not in newer:
-                ready.append(r)
-        for r in raw:
-            (keep if self.unreadable(r["topic"], r["partition"]) else ready).append(r)
-        self.held = keep
-        return ready
+    def apply_holds(self, enricher: Any) -> None:
+        """Hold new verdicts on partitions not read through now, release the others
+        (``Enricher.hold``/``release``, WAVE2 contract C)."""
+        wait = self.not_read_through_now()
+        for tp in wait:
+            enricher.hold(tp)
+        for tp in set(enricher.held) - wait:
+            enricher.release(tp)
 
     def unreadable(self, topic: str, partition: int) -> bool:
         """Not read through the clock: unavailable, or lagging behind its high watermark."""

@@ -34,9 +34,24 @@ Kinds:
     One per partition per read: ``high_watermark``, ``lso``, ``log_start_offset`` and the read
     time in ``event_time``. For log directories: ``high_watermark`` = end of the data read, ``lso``
     derived from the transactions open at the end of the read (null when it cannot be known).
+    ``read_from_zero``: the partition was read from offset 0 with nothing ever deleted (log start
+    0). Progress rows of ``__transaction_state`` partitions carry ``txn_partition_count`` = n, the
+    topic's partition count (live: from Metadata; files and dumps: ``[coordinator]
+    txn_state_partitions``, default 50): the enrichment needs n to know whether every coordinator
+    partition was read (detection.md §3.1).
+
+A data partition seeded from a producer snapshot stamps ``snapshot_offset`` (the newest readable
+snapshot's offset) on every data, marker and progress row of the partition: rows whose
+``last_offset`` is below it are already summarised by the snapshot (detection.md §1).
 ``gap``
     Bytes or lines that could not be read or are missing: ``reason`` and ``source_position``
     say what and where; ``first_offset``/``last_offset`` bound the missing offsets when known.
+
+Per-partition read facts on data/marker/progress rows: ``from_log_start`` = this partition's
+reading began at its log start offset; ``read_from_zero`` = it began at offset 0 and the log start
+is 0 (nothing ever deleted, so P's whole marker history on tp was read: detection.md §4 rule 4
+``log-start``); ``snapshot_offset`` on a partition seeded from a producer snapshot = that
+snapshot's offset (rows with ``last_offset`` below it are preview-only for the state machine).
 
 ``event_time`` is the observation time that drives Spark's watermark: the read time on the live
 path, the newest input timestamp (or ``--as-of``) for files. It is never a record CreateTime of
@@ -91,11 +106,13 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("client_txn_version", "int"),
     ("snapshot_offset", "long"),
     ("from_log_start", "bool"),  # this partition's reading began at its log start offset
+    ("read_from_zero", "bool"),  # reading began at offset 0 and nothing was ever deleted (log start 0)
     ("lagging", "bool"),  # live source: this read stopped short of the high watermark (admission control)
     ("high_watermark", "long"),
     ("lso", "long"),
     ("log_start_offset", "long"),
     ("reason", "string"),  # gap reason
+    ("txn_partition_count", "int"),  # progress of __transaction_state: its partition count n
     ("source_position", "string"),  # file and byte/line, or fetch position
     ("event_time", "timestamp"),
 )

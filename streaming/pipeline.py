@@ -27,6 +27,7 @@ import pandas as pd
 
 from streaming.alerts import AlertConfig, Enricher
 from streaming.availability import Availability
+from streaming.broker_evidence import BrokerEvidence
 from streaming.events import FIELD_NAMES
 from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, process_key
 
@@ -184,7 +185,8 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
         enricher.observe_open_sets([r for r in rows if r["out_kind"] == "open_set"])
         now = max([r["now_ms"] for r in rows if r.get("now_ms") is not None] or [enricher.clock or 0]) or None
         records = availability.observe(gaps, progress, enricher.active, now)
-        alerts = records + enricher.process(availability.hold(raw), progress)
+        availability.apply_holds(enricher)
+        alerts = records + enricher.process(raw, progress)
         sinks.emit(alerts)
         enricher.last_batch_id = batch_id
         enricher.save()
@@ -204,11 +206,12 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
 
 def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineConfig, alert_cfg: AlertConfig,
                 sinks: SinkSet, checkpoint: str, *, trigger: dict[str, Any] | None = None,
-                query_name: str | None = None):
-    """Start the streaming job; returns the StreamingQuery."""
+                query_name: str | None = None, broker: BrokerEvidence | None = None):
+    """Start the streaming job; returns the StreamingQuery. ``broker``: the live cluster's answers
+    for the enrichment (None for files and dumps)."""
     events = spark.readStream.format(source_format).options(**options).load()
     out = detect(events, cfg)
-    enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json")
+    enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json", broker=broker)
     availability = Availability(checkpoint.rstrip("/") + "/txnwatch-availability.json")
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
         make_batch_writer(enricher, sinks, availability))

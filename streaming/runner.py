@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streaming.alerts import AlertConfig
+from streaming.broker_evidence import BrokerEvidence, KafkaLookback
 from streaming.config import (
     Config,
     ConfigError,
@@ -67,8 +68,14 @@ def build_sinks(sinks_cfg: SinksConfig, kafka: KafkaConfig, *, console_out=None)
     return sinks
 
 
+def txn_state_partitions(cfg: Config) -> str:
+    """``[coordinator] txn_state_partitions`` (default 50) as a file-source option: how many
+    ``__transaction_state`` partitions make the coordinator view complete (detection.md §3.1)."""
+    return str(getattr(getattr(cfg, "coordinator", None), "txn_state_partitions", 50))
+
+
 def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaConfig,
-                   dumps: DumpsConfig) -> tuple[str, dict[str, str], bool]:
+                   dumps: DumpsConfig, txn_partitions: str = "50") -> tuple[str, dict[str, str], bool]:
     """(format, options, coordinator available) for the chosen source."""
     if source in ("segments", "dumps"):
         if not path:
@@ -79,10 +86,11 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
             from streaming.sources.logdir import list_partitions
 
             coord = any(p.is_txn_state for p in list_partitions(path))
-            return "segments", {"path": path, "cluster": cluster}, coord
+            return "segments", {"path": path, "cluster": cluster, "txn_state_partitions": txn_partitions}, coord
         # Whether __transaction_state dumps are dropped too cannot be known in advance; without
         # them every finding must stay "exceeds-max-timeout, unverified" (never coordinator-unaware).
-        return "dumps", {"dir": path, "cluster": cluster}, dumps.coordinator_view
+        return "dumps", {"dir": path, "cluster": cluster, "txn_state_partitions": txn_partitions}, \
+            dumps.coordinator_view
     k = kafka
     if not k.bootstrap_servers:
         raise ConfigError("kafka.bootstrap_servers is required for --source kafka (config, "
@@ -101,6 +109,28 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
 
 #: ``run --once`` ended with partitions it could not read (it judged the rest).
 EXIT_UNREAD = 3
+
+
+def alert_config(cfg: Config, *, live: bool) -> AlertConfig:
+    """The enrichment's settings. ``txn_state_partitions`` only for files and dumps: on the live
+    path n comes from the cluster's metadata (progress rows), never from a configured guess."""
+    return AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None,
+                       txn_state_partitions=None if live else cfg.coordinator.txn_state_partitions)
+
+
+def broker_evidence(cfg: Config) -> BrokerEvidence:
+    """What the driver may ask the live cluster about a finding (look-back for P's last marker);
+    the connection is opened on the first finding that needs it."""
+    from streaming.sources.kafka_security import kafka_python_kwargs
+    from streaming.sources.kafka_wire import KafkaWire
+
+    k = cfg.kafka
+
+    def connect() -> KafkaWire:
+        return KafkaWire(k.bootstrap_servers, client_id=k.client_id, request_timeout_ms=k.request_timeout_ms,
+                         **kafka_python_kwargs(k.security()))
+
+    return KafkaLookback(connect, max_bytes=k.lookback_max_bytes)
 
 
 class ProgressLogger:
@@ -141,7 +171,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
 
     ``cfg``: the :class:`Config` (or a document as :func:`streaming.config.load` returns it)."""
     cfg = as_config(cfg)
-    fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps)
+    fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps,
+                                      txn_partitions=txn_state_partitions(cfg))
     sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
     if once and fmt == "kafka-txn":
         opts["ride_through_ms"] = str(cfg.kafka.once_ride_through_ms)
@@ -162,8 +193,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
     q = start_query(spark, fmt, opts, engine_config(cfg, coordinator_available=coord),
-                    AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None), sinks, ck,
-                    trigger=trigger, query_name=name)
+                    alert_config(cfg, live=fmt == "kafka-txn"), sinks, ck,
+                    trigger=trigger, query_name=name, broker=broker_evidence(cfg) if fmt == "kafka-txn" else None)
     queries = [q]
     if cfg.quality.enabled:
         # The data-quality gate reads the same source as its own query (own checkpoint): the

@@ -223,6 +223,19 @@ def test_run_once_rides_through_a_short_outage(sc):
 
 
 # ------------------------------------------------------------------ driver side: the records
+class _Held:
+    """The enricher's hold/release surface."""
+
+    def __init__(self) -> None:
+        self.held: set[str] = set()
+
+    def hold(self, tp: str) -> None:
+        self.held.add(tp)
+
+    def release(self, tp: str) -> None:
+        self.held.discard(tp)
+
+
 def _gap(topic, partition, now, error="LEADER_NOT_AVAILABLE"):
     return {"topic": topic, "partition": partition, "cluster": "c", "reason": f"unavailable: {error}", "now_ms": now}
 
@@ -234,8 +247,8 @@ def _prog(topic, partition, now):
 def test_availability_records_once_per_change_stale_findings_and_held_verdicts():
     """Items 1 and 3: one ``unavailable`` record when a partition becomes unreadable (keyed
     cluster/topic/partition), none while it stays so, one ``available`` when it is read again;
-    open findings on it are re-published once with ``stale`` and ``last_read_ms``; new verdicts
-    on it are held back until it is read, then released unless superseded."""
+    open findings on it are re-published once with ``stale`` and ``last_read_ms``; the enricher
+    holds new verdicts on it until it is read again."""
     av = Availability()
     finding = {"key": "c/orders/0/7/3", "topic": "orders", "partition": 0, "status": "hanging"}
     active = {finding["key"]: {"status": "hanging", "alert": finding}}
@@ -246,12 +259,13 @@ def test_availability_records_once_per_change_stale_findings_and_held_verdicts()
     assert out[1]["stale"] is True and out[1]["last_read_ms"] == 1000
     assert av.observe([_gap("orders", 0, 3000)], [], active, 3000) == []
     assert av.unavailable_by_topic(5000) == {"orders": (1, 3000)}
-    held = {"key": "c/orders/0/7/3", "topic": "orders", "partition": 0, "status": "resolved"}
-    other = {"key": "c/orders/1/9/1", "topic": "orders", "partition": 1, "status": "late"}
-    assert av.hold([held, other]) == [other]
+    held = _Held()
+    av.apply_holds(held)
+    assert held.held == {"orders-0"}
     out = av.observe([], [_prog("orders", 0, 4000)], active, 4000)
     assert [(o["key"], o["status"]) for o in out] == [("c/orders/0", "available")]
-    assert av.hold([]) == [held]
+    av.apply_holds(held)
+    assert held.held == set()
     # a coordinator partition: the record, never a stale finding
     out = av.observe([_gap(TXN, 3, 5000)], [], active, 5000)
     assert [o["status"] for o in out] == ["unavailable"]
@@ -302,15 +316,15 @@ def test_run_once_judges_the_rest_and_exits_3_naming_the_unread_partition(spark,
 
 def test_lagging_partition_holds_only_its_own_verdicts():
     """Issue 12 item 3 (driver side): a progress row stamped ``lagging`` holds new verdicts on
-    that partition only; once it is read through the clock they are released (or superseded)."""
+    that partition only (Enricher.hold); once it is read through the clock they are released."""
+    from streaming.alerts import AlertConfig, Enricher
+
     av = Availability()
+    enricher = Enricher(AlertConfig("k:9092"))
     lag = dict(_prog("orders", 0, 1000), lagging=True)
     assert av.observe([], [lag, _prog("orders", 1, 1000)], {}, 1000) == []  # no availability record
-    hanging = {"key": "c/orders/0/5/0", "topic": "orders", "partition": 0, "status": "hanging"}
-    elsewhere = {"key": "c/orders/1/6/0", "topic": "orders", "partition": 1, "status": "hanging"}
-    assert av.hold([hanging, elsewhere]) == [elsewhere]
-    assert av.lagging_by_topic() == {"orders": 1}
+    av.apply_holds(enricher)
+    assert enricher.held == {"orders-0"} and av.lagging_by_topic() == {"orders": 1}
     av.observe([], [_prog("orders", 0, 2000)], {}, 2000)
-    resolved = dict(hanging, status="resolved")
-    assert av.hold([resolved]) == [resolved]  # the newer row for the key wins over the held one
-    assert av.lagging_by_topic() == {}
+    av.apply_holds(enricher)
+    assert enricher.held == set() and av.lagging_by_topic() == {}
