@@ -53,6 +53,12 @@ def test_one_input_partition_per_broker_and_multi_partition_fetches(tmp_path):
         grouped = read_all(r, init, end)
         fetches = broker.requests_for("fetch")[before:]
         assert max(sum(len(t.partitions) for t in f.request.topics) for f in fetches) > 1
+        raw = pd.concat([read_partition(g, r.opts) for g in groups], ignore_index=True)
+        prog = raw[raw["kind"] == "progress"]
+        txn = prog[prog["topic"] == "__transaction_state"]
+        n_txn = len(broker.topics()["__transaction_state"])
+        assert len(txn) == n_txn and set(txn["txn_partition_count"]) == {n_txn}  # WAVE2 contract A
+        assert prog["read_from_zero"].fillna(False).astype(bool).all()  # earliest, nothing deleted
         split = reader(broker, groups_per_broker="4")
         assert len(split.partitions(init, end)) > len(groups)
         assert read_all(split, init, end).equals(grouped)  # same events however they are grouped

@@ -169,6 +169,8 @@ class KafkaPartition(InputPartition):
         self.unavailable = unavailable  # the error that made the partition unreadable at planning
         self.offsets = offsets  # (high watermark, LSO, log start) from the driver's ListOffsets
         self.lagging = False  # planned short of its high watermark (max_offsets_per_trigger)
+        self.txn_partition_count: int | None = None  # __transaction_state's partitions (Metadata)
+        self.read_from_zero: bool | None = None  # reading began at offset 0 and the log start is 0
 
 
 class KafkaGroup(InputPartition):
@@ -379,7 +381,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         clock = max(start.get("clock", -1), now)
         return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
                 "starts": starts, "seen": seen,
-                "lagging": lagging}
+                "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
 
     def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list],
                          ids: dict[str, str]) -> tuple[dict, dict]:
@@ -411,9 +413,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         for part in self._planned(start, end):
             k = _tp_key(part.topic, part.partition)
             part.lagging = k in lagging
+            part.txn_partition_count = end.get("txn_n") if part.topic == TXN_TOPIC else None
             facts = seen.get(k)
             if facts is not None and part.unavailable is None:
                 part.offsets = tuple(facts[:3])
+                # WAVE2 contract A: began at offset 0 with nothing ever deleted (log start still 0)
+                part.read_from_zero = bool(part.from_log_start) and facts[2] == 0
             by_broker.setdefault(facts[3] if facts is not None else -1, []).append(part)
         n = self.opts["groups_per_broker"]
         return [KafkaGroup(b, parts[i::n]) for b, parts in sorted(by_broker.items()) for i in range(min(n, len(parts)))]
@@ -669,7 +674,8 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
                broker: Offsets | None) -> pd.DataFrame:
     """Events of one partition's read; no progress row when it became unreadable (``broker`` None)."""
     t, p = part.topic, part.partition
-    ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start)
+    ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start,
+                      read_from_zero=part.read_from_zero, txn_partition_count=part.txn_partition_count)
     position = f"{t}-{p}@offset {part.end}"
     if t == TXN_TOPIC:
         pieces = []
