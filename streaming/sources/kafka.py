@@ -65,7 +65,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from streaming.availability import unavailable_reason
 from streaming.events import spark_schema, to_arrow, to_frame
-from streaming.normalize import gap_event
+from streaming.normalize import gap_event, progress_event
 from streaming.partition_read import (
     BatchPiece,
     CoordinatorReplay,
@@ -633,25 +633,45 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
     """
     w = _wire(opts)
     frames: list[pd.DataFrame] = []
+    rows: list[dict[str, Any]] = []  # single-row results (gaps of unavailable partitions, idle progress)
     reads: list[tuple[KafkaPartition, _RangeRead, Any]] = []
     for part in parts:
         common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
         t, p = part.topic, part.partition
         if part.unavailable is not None:
-            frames.append(to_frame([gap_event(unavailable_reason(part.unavailable), topic=t, partition=p,
-                                              first_offset=part.start if part.start >= 0 else None, **common)]))
+            rows.append(gap_event(unavailable_reason(part.unavailable), topic=t, partition=p,
+                                  first_offset=part.start if part.start >= 0 else None, **common))
             continue
         acc = _txn_replay(w, opts, part, common) if t == TXN_TOPIC else None
         if part.start >= part.end and part.reset is None and part.offsets is not None:
-            frames.append(_events_of(part, opts, _RangeRead(opts, t, p, part.start, part.end, common), acc,
-                                     Offsets(*part.offsets)))
+            rows.append(_idle_progress(part, common, acc))
             continue
         reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc))
     _read_ranges(w, [r for _, r, _ in reads])
     for part, r, acc in reads:
         broker = None if r.unavailable else _broker_offsets(w, part.topic, part.partition, r.last)
         frames.append(_events_of(part, opts, r, acc, broker))
+    if rows:
+        frames.append(to_frame(rows))
     return pd.concat(frames, ignore_index=True) if frames else to_frame([])
+
+
+def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: CoordinatorReplay | None) -> dict[str, Any]:
+    """The progress row of a partition with nothing new, from the driver's ListOffsets (the same
+    row :func:`_events_of` would end with; built as a dict because thousands of idle partitions
+    per trigger are the common case)."""
+    hw, lso, log_start = part.offsets
+    row = progress_event(topic=part.topic, partition=part.partition, high_watermark=hw, lso=lso,
+                         log_start_offset=log_start, source_position=f"{part.topic}-{part.partition}@offset {part.end}",
+                         **common)
+    if acc is not None:
+        row["coordinator_epoch"] = acc.max_epoch
+        row["txn_partition_count"] = part.txn_partition_count
+    row["from_log_start"] = part.from_log_start
+    row["read_from_zero"] = part.read_from_zero
+    if part.lagging:
+        row["lagging"] = True
+    return row
 
 
 def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition, common: dict[str, Any]) -> CoordinatorReplay:

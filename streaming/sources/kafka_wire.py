@@ -656,6 +656,12 @@ class KafkaWire:
         return self._run(self._fetch_many_async, wanted, int(max_bytes))
 
     async def _fetch_many_async(self, wanted: list[tuple[str, int, int]], max_bytes: int):
+        unknown = sorted({t for t, p, _ in wanted if not self._known((t, p))})
+        if unknown:  # a fresh executor process: one Metadata request for all, not one per partition
+            try:
+                await self._metadata_async(unknown, None)
+            except KafkaWireError:
+                pass  # left to the single-partition path and its retries
         by_leader: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
         for t, p, o in wanted:
             leader = self._leaders.get(t, {}).get(p, -1)
