@@ -169,8 +169,8 @@ def test_incident_one_segment_and_the_newest_snapshot_dump(spark, tmp_path, gene
     q, p = sorted(sc.expected, key=lambda e: e["first_offset"])
     got = sorted((f["producer_id"], f["first_offset"], f["status"], f["cause"], f["verified"], f["producer_epoch"],
                    f["coordinator_epoch"], f["coordinator_epoch_source"], f["data_deleted"]) for f in findings)
-    assert got == [
+    assert got == sorted([
         (q["producer_id"], 6, "hanging", "exceeds-max-timeout", False, 0, 3, "snapshot", True),
         (p["producer_id"], 7, "hanging", "exceeds-max-timeout", False, 0, 3, "snapshot", True),
-    ]
+    ])
     check_commands(findings)
