@@ -99,6 +99,14 @@ class Metrics:
         self.quarantined = Counter("txnwatch_quarantined", "Event rows quarantined by the quality gate",
                                    ["cluster"], registry=r)
         self.alerts = Counter("txnwatch_alerts", "Alerts published, by status", ["cluster", "status"], registry=r)
+        self.unavailable = Gauge("txnwatch_partitions_unavailable", "Partitions the live source cannot read now "
+                                 "(no leader, leader/storage error, leader not answering), by topic",
+                                 ["cluster", "topic"], registry=r)
+        self.lagging = Gauge("txnwatch_partitions_lagging", "Partitions read short of their high watermark this "
+                             "micro-batch (max_offsets_per_trigger): no new verdicts there until caught up",
+                             ["cluster", "topic"], registry=r)
+        self.unavailable_seconds = Gauge("txnwatch_partitions_unavailable_seconds", "How long the longest-unavailable "
+                                         "partition of the topic has been unreadable", ["cluster", "topic"], registry=r)
         self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
         self.port: int = self._server.server_port
         if cluster is not None:
@@ -202,6 +210,13 @@ class Metrics:
             if hw is not None and lso is not None:
                 lag[(cl, *_split_tp(name))] = max(0.0, hw - lso)
         self._set_series("lso_lag", self.lso_lag, lag)
+
+        self._set_series("lagging", self.lagging,
+                         {(cl, t): float(n) for t, n in (stats.get("lagging") or {}).items()})
+        down = stats.get("unavailable") or {}
+        self._set_series("unavailable", self.unavailable, {(cl, t): float(n) for t, (n, _) in down.items()})
+        self._set_series("unavailable_s", self.unavailable_seconds,
+                         {(cl, t): age / 1000.0 for t, (_, age) in down.items()})
 
         # counters and the rest
         for a in stats.get("alerts") or []:

@@ -103,6 +103,12 @@ Fault injection (all thread-safe, effective from the next request)
 * :meth:`move_leader`: partition leadership moves to another node (``num_nodes`` > 1); requests
   to the old node get NOT_LEADER_OR_FOLLOWER, Metadata names the new leader. ``node_id=-1``
   makes the leader unavailable (Metadata: LEADER_NOT_AVAILABLE, leader -1).
+* :meth:`offline` / :meth:`online`: a partition loses its leader (from the start or mid-run) and
+  comes back with the next leader epoch (see below).
+* :meth:`fail_partition` / :meth:`heal_partition`: every partition-scoped answer for a partition
+  carries an error (``KAFKA_STORAGE_ERROR``, ``REPLICA_NOT_AVAILABLE`` ...) until healed.
+* :meth:`stop_node` / :meth:`start_node`: one broker stops answering (listener closed, connections
+  reset); Metadata from the others reports its partitions leaderless until it is back.
 * :meth:`drop_connection`: the next N matching requests are answered by closing the socket.
 * :meth:`stall`: the next N matching requests are read and never answered (client timeouts).
 * :meth:`advance_log_start`: retention/DeleteRecords moved the log start offset; fetches below
@@ -474,8 +480,8 @@ class _Segment:
     batches: list[BatchInfo] = field(default_factory=list)
     valid_end: int = 0
 
-    def load(self) -> None:
-        st = self.path.stat()
+    def load(self, entry: os.DirEntry | None = None) -> None:
+        st = entry.stat() if entry is not None else self.path.stat()
         key = (st.st_size, st.st_mtime_ns)
         if key == self.stat_key:
             return
@@ -506,26 +512,34 @@ class _PartitionLog:
         self.topic = topic
         self.partition = partition
         self.path = path
-        self.segments: dict[Path, _Segment] = {}
+        self.dir = str(path)
+        # keyed by the segment's path as a string: pathlib objects cost more than the stat itself
+        # when a benchmark asks about 10,000 partitions per request (bench/live_scale.py)
+        self.segments: dict[str, _Segment] = {}
         self.log_start_override: int | None = None
+        self._derived: tuple[tuple, tuple] | None = None  # (segment stat keys, derived facts)
 
     def load(self) -> list[_Segment]:
-        found: dict[Path, _Segment] = {}
+        """The partition's segments, re-stat'ed now (re-read when size or mtime changed)."""
+        found: dict[str, _Segment] = {}
         try:
-            entries = list(os.scandir(self.path))
+            entries = list(os.scandir(self.dir))
         except FileNotFoundError:
             entries = []
         for entry in entries:
-            m = _SEGMENT_RE.match(entry.name)
-            if not m or not entry.is_file():
+            if not entry.name.endswith(".log"):
                 continue
-            p = Path(entry.path)
-            seg = self.segments.get(p) or _Segment(int(m.group(1)), p)
+            seg = self.segments.get(entry.path)
+            if seg is None:
+                m = _SEGMENT_RE.match(entry.name)
+                if not m or not entry.is_file():
+                    continue
+                seg = _Segment(int(m.group(1)), Path(entry.path))
             try:
-                seg.load()
+                seg.load(entry)
             except FileNotFoundError:
                 continue
-            found[p] = seg
+            found[entry.path] = seg
         self.segments = found
         return sorted(found.values(), key=lambda s: s.base_offset)
 
@@ -534,6 +548,14 @@ class _PartitionLog:
         log_start = segs[0].base_offset if segs else 0
         if self.log_start_override is not None:
             log_start = max(log_start, self.log_start_override)
+        stamp = (log_start, tuple((seg.base_offset, seg.stat_key) for seg in segs))
+        if self._derived is not None and self._derived[0] == stamp:
+            # nothing changed on disk since the last answer: same derived facts
+            log_end, open_txns, aborted = self._derived[1]
+            hw = log_end
+            lso = min([hw, *open_txns.values()])
+            return PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), list(aborted),
+                                  leader, leader_epoch, [s.base_offset for s in segs], log_end), segs
         log_end = log_start
         for seg in segs:
             log_end = max(log_end, seg.base_offset)
@@ -553,6 +575,7 @@ class _PartitionLog:
                         aborted.append((b.producer_id, first, b.base_offset))
                 elif b.producer_id not in open_txns:
                     open_txns[b.producer_id] = b.base_offset
+        self._derived = (stamp, (log_end, dict(open_txns), list(aborted)))
         hw = log_end
         lso = min([hw, *open_txns.values()])
         st = PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), aborted,
@@ -868,6 +891,8 @@ class FakeKafkaBroker:
         self._stale_topics: dict[str, int] = {}  # topic -> Metadata answers still missing it
         self._metadata_errors: collections.deque[int] = collections.deque()  # top-level codes (v13+)
         self._preferred_replica: dict[tuple[str, int], int] = {}
+        self._persistent_faults: dict[tuple[str, int], int] = {}  # (t, p) -> error code until healed
+        self._offline_home: dict[tuple[str, int], int] = {}  # offline partition -> node it returns to
         self.requests: list[RequestRecord] = []
 
     # ---------------------------------------------------------------- lifecycle
@@ -967,7 +992,7 @@ class FakeKafkaBroker:
     def _plog(self, topic: str, partition: int) -> _PartitionLog | None:
         key = (topic, partition)
         plog = self._partitions.get(key)
-        if plog is None or not plog.path.is_dir():
+        if plog is None or not os.path.isdir(plog.dir):
             self._scan()
             plog = self._partitions.get(key)
         return plog
@@ -1157,6 +1182,8 @@ class FakeKafkaBroker:
         return getattr(self._conn, "principal", "User:ANONYMOUS")
 
     def _authorized(self, operation: str, resource_type: str, name: str) -> bool:
+        if not self._deny_rules:
+            return True
         principal = self._principal()
         return not any(r.matches(principal, operation, resource_type, name) for r in self._deny_rules)
 
@@ -1200,6 +1227,7 @@ class FakeKafkaBroker:
             self._stale_topics.clear()
             self._metadata_errors.clear()
             self._preferred_replica.clear()
+            self._persistent_faults.clear()
 
     def move_leader(self, topic: str, partition: int, node_id: int) -> None:
         """Move partition leadership (bumps the leader epoch); ``-1`` = no leader available."""
@@ -1208,6 +1236,79 @@ class FakeKafkaBroker:
                 self._node(node_id)
             self._leaders[(topic, partition)] = node_id
             self._leader_epochs[(topic, partition)] += 1
+
+    def offline(self, topic: str, partition: int) -> None:
+        """The partition has no leader: every replica's broker is down or fenced (ISR empty).
+
+        KRaftMetadataCache.getPartitionMetadata: when the partition's leader has no alive endpoint
+        the answer is LEADER_NOT_AVAILABLE with leader id ``MetadataResponse.NO_LEADER_ID`` (-1)
+        (modelled in :meth:`_on_metadata`). Requests sent to the broker that led it are answered
+        NOT_LEADER_OR_FOLLOWER (ReplicaManager.getPartitionOrError: the metadata cache knows the
+        partition, this broker does not host it as leader). Call before :meth:`start` for a
+        partition offline from the start.
+        """
+        with self._lock:
+            key = (topic, partition)
+            current = self._leader(topic, partition)
+            if current != -1:
+                self._offline_home[key] = current
+            self._leaders[key] = -1
+            self._leader_epochs[key] += 1
+
+    def online(self, topic: str, partition: int, node_id: int | None = None) -> None:
+        """The partition gets a leader again (its old node unless ``node_id``), with the next
+        leader epoch: every leader election bumps it (PartitionRegistration / Partition.makeLeader)."""
+        with self._lock:
+            key = (topic, partition)
+            node = node_id if node_id is not None else self._offline_home.pop(
+                key, self._nodes[partition % len(self._nodes)].node_id)
+            self._node(node)
+            self._leaders[key] = node
+            self._leader_epochs[key] += 1
+
+    def fail_partition(self, topic: str, partition: int, error: int | str) -> None:
+        """Every Fetch/ListOffsets/Produce answer for the partition carries ``error`` until
+        :meth:`heal_partition`.
+
+        KAFKA_STORAGE_ERROR is what ReplicaManager.getPartitionOrError answers for a partition
+        whose log directory failed (``HostedPartition.Offline``); any other code (for example
+        REPLICA_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER) may be given to model a partition that
+        stays unreadable on its leader while Metadata still names it.
+        """
+        code = resolve_error(error)
+        with self._lock:
+            self._persistent_faults[(topic, partition)] = code
+
+    def heal_partition(self, topic: str, partition: int) -> None:
+        with self._lock:
+            self._persistent_faults.pop((topic, partition), None)
+
+    def stop_node(self, node_id: int) -> None:
+        """One broker stops answering: its listener closes and open connections are reset.
+
+        While it is down, Metadata answered by the other brokers leaves it out of the broker list
+        and reports the partitions it leads as LEADER_NOT_AVAILABLE with leader -1
+        (KRaftMetadataCache.getPartitionMetadata: ``getAliveEndpoint`` finds no endpoint for a
+        fenced/absent broker). With one replica per partition nothing else can lead them.
+        """
+        self._node(node_id).stop()
+
+    def start_node(self, node_id: int) -> None:
+        """The broker is back; the partitions it leads are led again with the next leader epoch
+        (the controller re-elects the returning replica, bumping the epoch as every election does)."""
+        node = self._node(node_id)
+        with self._lock:
+            for key, leader in list(self._leaders.items()):
+                if leader == node_id:
+                    self._leader_epochs[key] += 1
+        node.start()
+
+    def _live_leader(self, topic: str, partition: int) -> int:
+        """The leader as Metadata reports it: -1 when the leader's broker is down."""
+        leader = self._leader(topic, partition)
+        if leader != -1 and not self._node(leader).running:
+            return -1
+        return leader
 
     def drop_connection(self, count: int = 1, api: str | None = None) -> None:
         """Close the socket instead of answering the next ``count`` requests (of ``api`` if given)."""
@@ -1338,7 +1439,7 @@ class FakeKafkaBroker:
                 continue
             parts = []
             for p in topics[name]:
-                leader = self._leader(name, p)
+                leader = self._live_leader(name, p)
                 replicas = [leader] if leader != -1 else [self._nodes[p % len(self._nodes)].node_id]
                 parts.append(MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
                     error_code=LEADER_NOT_AVAILABLE if leader == -1 else NONE, partition_index=p,
@@ -1347,8 +1448,9 @@ class FakeKafkaBroker:
             out.append(MetadataResponse.MetadataResponseTopic(
                 error_code=NONE, name=name, topic_id=self._topic_id(name), is_internal=name in INTERNAL_TOPICS,
                 partitions=parts))
+        # KRaftMetadataCache.getAliveBrokerNodes: a broker that is down (fenced) is not listed
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
-                   for n in self._nodes]
+                   for n in self._nodes if n.running]
         return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
                                 controller_id=self._nodes[0].node_id, topics=out,
                                 error_code=NONE)
@@ -1365,7 +1467,7 @@ class FakeKafkaBroker:
         plog = self._plog(topic, partition)
         if plog is None:
             return UNKNOWN_TOPIC_OR_PARTITION, None
-        code = self._take_partition_fault(topic, partition, api)
+        code = self._take_partition_fault(topic, partition, api) or self._persistent_faults.get((topic, partition), NONE)
         if code:
             return code, plog
         leader = self._leader(topic, partition)

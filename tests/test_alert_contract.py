@@ -29,9 +29,9 @@ def test_failures_name_key_field_and_condition():
     assert not res.success
     got = {(f["key"], f["field"], f["expectation"]) for f in res.failures}
     assert got == {
-        (h["key"], "cause", "allOf/2/then/properties/cause/const"),
+        (h["key"], "cause", "allOf/3/then/properties/cause/const"),
         ("c/orders/0/7/4", "key", "key.matches_fields"),
-        (h["key"], "data_deleted", "required/data_deleted"),
+        (h["key"], "data_deleted", "allOf/0/else/required/data_deleted"),
     }
     cause = next(f for f in res.failures if f["field"] == "cause")
     assert cause["reason"] == f"alert {h['key']}: cause: None was expected (when status is \"resolved\")"

@@ -47,6 +47,13 @@ def format_table(alerts: list[dict[str, Any]], *, commands: bool = True) -> str:
         for a in alerts:
             if a.get("status") == RESOLVED:
                 continue
+            if a.get("status") in ("unavailable", "available"):
+                lines.append("")
+                lines.append(f"# {a['key']}  partition {a['status']}"
+                             + (f": {a['reason']}" if a.get("reason") else "")
+                             + ("; its findings are stale until it is read again" if a["status"] == "unavailable"
+                                else ""))
+                continue
             lines.append("")
             lines.append(f"# {a['key']}  {a['status']} ({a.get('cause')})"
                          + ("" if a.get("verified", True) else "  UNVERIFIED"))
