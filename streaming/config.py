@@ -29,7 +29,8 @@ DEFAULTS: dict[str, Any] = {
     },
     "thresholds": {"max_timeout_ms": 900000, "padding_ms": 300000, "evict_after_ms": 604800000, "topics": {}},
     "streaming": {"checkpoint": "", "trigger_interval": "10 seconds", "shuffle_partitions": 4,
-                  "state_store": "hdfs", "master": "local[2]"},
+                  "state_store": "hdfs", "master": "local[2]",
+                  "local_scan_max_bytes": 16 << 20},
     "sinks": {"enabled": ["jsonl", "console"], "jsonl_path": "alerts.jsonl", "kafka_topic": "txnwatch-alerts",
               "kafka_create_topic": True},
     "metrics": {"port": 0},
@@ -38,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
            "token": "", "stale_after_s": 0},
     "dumps": {"coordinator_view": False},
     "quality": {"enabled": False, "engine": "pandas", "sample_every": 0, "row_fraction": 1.0,
-                "quarantine_path": "quarantine.jsonl", "scan": True},
+                "quarantine_path": "quarantine.jsonl", "scan": False},
 }
 
 
