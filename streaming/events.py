@@ -34,6 +34,10 @@ Kinds:
     One per partition per read: ``high_watermark``, ``lso``, ``log_start_offset`` and the read
     time in ``event_time``. For log directories: ``high_watermark`` = end of the data read, ``lso``
     derived from the transactions open at the end of the read (null when it cannot be known).
+``folded_txns`` / ``folded_max_epoch`` (marker rows only)
+    A read keeps, per producer id and partition, only the rows the producer state needs (the
+    span before its first marker, the first and the last marker, the span after the last one):
+    the transactions that opened and closed in between are counted here, on the last marker.
 ``gap``
     Bytes or lines that could not be read or are missing: ``reason`` and ``source_position``
     say what and where; ``first_offset``/``last_offset`` bound the missing offsets when known.
@@ -97,6 +101,11 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("reason", "string"),  # gap reason
     ("source_position", "string"),  # file and byte/line, or fetch position
     ("event_time", "timestamp"),
+    # Set on a read's last marker of a producer when the read folded the transactions that opened
+    # and closed between its first and last marker (normalize.reduce_closed_in_read): how many,
+    # and their highest producer epoch. Null on every other row.
+    ("folded_txns", "long"),
+    ("folded_max_epoch", "int"),
 )
 FIELD_NAMES: tuple[str, ...] = tuple(n for n, _ in EVENT_FIELDS)
 

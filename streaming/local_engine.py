@@ -82,8 +82,10 @@ def read_source(reader: Any) -> pd.DataFrame:
     return pa.Table.from_batches(batches).to_pandas()
 
 
-def run_scan(events: pd.DataFrame, cfg: EngineConfig, enricher: Enricher, sinks: SinkSet) -> None:
-    """The streaming scan's micro-batches over ``events``, in process (see the module docstring)."""
+def run_scan(events: pd.DataFrame, cfg: EngineConfig, enricher: Enricher,
+             sinks: SinkSet) -> dict[int, LocalGroupState]:
+    """The streaming scan's micro-batches over ``events``, in process (see the module docstring).
+    Returns the state per producer id as the last micro-batch left it."""
     states: dict[int, LocalGroupState] = {}
     out: list[dict[str, Any]] = []
     for pid, frame in events.groupby("route_pid", sort=True):
@@ -93,11 +95,13 @@ def run_scan(events: pd.DataFrame, cfg: EngineConfig, enricher: Enricher, sinks:
     write(_Rows(out), 0)
     clock = pd.to_datetime(events["event_time"], utc=True).max() if len(events) else None
     if clock is None or clock is pd.NaT:
-        return
+        return states
     wm = int(clock.value // 1_000_000)
     timed_out = []
     for pid, st in states.items():
         if st.exists and st.timeout_ms is not None and st.timeout_ms <= wm:
-            timed_out += state_rows(cfg, pid, [], LocalGroupState(st.get, wm))
+            states[pid] = LocalGroupState(st.get, wm)
+            timed_out += state_rows(cfg, pid, [], states[pid])
     if timed_out:
         write(_Rows(timed_out), 1)
+    return states

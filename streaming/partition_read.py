@@ -29,11 +29,16 @@ from streaming.events import to_frame
 from streaming.normalize import (
     data_events,
     progress_event,
+    reduce_coordinator_records,
     route_coordinator_records,
     snapshot_events,
     txn_state_events,
 )
 from udfs.producer_state import PartitionState
+
+# Fold what opens and closes within a read before the state operator sees it
+# (normalize.reduce_closed_in_read / reduce_coordinator_records). Off only to compare results.
+REDUCE_IN_READ = True
 
 
 @dataclass(frozen=True)
@@ -111,9 +116,10 @@ def data_partition_events(
         frames.append(snapshot_events(seed.entries, topic=ctx.topic, partition=ctx.partition,
                                       snapshot_offset=seed.offset, source_position=seed.source_position, **common))
     for piece in pieces:
+        reduce_from = (seed.offset if seed is not None else 0) if REDUCE_IN_READ else None
         frames.append(data_events(piece.cols, topic=ctx.topic, partition=ctx.partition,
                                   source_position=piece.source_position, position_format=piece.position_format,
-                                  **common))
+                                  reduce_from=reduce_from, **common))
         if state is not None:
             state.apply(piece.cols, piece.cols["crc_valid"] != 0)
     if broker is not None:
@@ -186,7 +192,8 @@ def txn_partition_events(
     """
     frames: list[pd.DataFrame] = []
     for piece in pieces:
-        ev = txn_state_events(piece.records, partition=ctx.partition, source_position=piece.source_position,
+        records = reduce_coordinator_records(piece.records) if REDUCE_IN_READ else piece.records
+        ev = txn_state_events(records, partition=ctx.partition, source_position=piece.source_position,
                               topic=ctx.topic, **ctx.common)
         frames.append(route_coordinator_records(ev, replay.known))
         replay.advance(piece.leader_epoch, piece.next_offset)

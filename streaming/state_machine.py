@@ -159,6 +159,9 @@ class ProducerState:
         p["next_offset"] = int(ev["last_offset"]) + 1
         if epoch is not None:
             p["max_epoch"] = max(p["max_epoch"], epoch)
+        folded_epoch = _i(ev.get("folded_max_epoch"))
+        if folded_epoch is not None:  # transactions the read folded into this (last) marker
+            p["max_epoch"] = max(p["max_epoch"], folded_epoch)
         step = pair(p["open"] is not None, transactional=kind in ("data", "marker"), control=kind == "marker")
         if step is Step.OPEN:
             lm = p["last_marker"]
