@@ -4,7 +4,9 @@
 setup:
 	./scripts/bootstrap.sh
 
-demo: setup
+# The demo needs no browser: skip the Chromium install that only the status-page tests use.
+demo:
+	TXNWATCH_SKIP_BROWSER=1 ./scripts/bootstrap.sh
 	.venv/bin/txnwatch demo
 
 test: setup

@@ -54,10 +54,10 @@ def measure(spark, store: str, log_dir: Path, work: Path, *, cluster: str, shuff
     from pyspark.sql import functions as F
 
     from streaming.alerts import AlertConfig
-    from streaming.config import engine_config, load
+    from streaming.config import engine_config, load_config
     from streaming.pipeline import SinkSet, start_query
 
-    cfg = load(None, env={})
+    cfg = load_config(None, env={})
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDERS[store])
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     ck = work / f"checkpoint-{store}"

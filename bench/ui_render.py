@@ -31,11 +31,11 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from streaming.ui import render  # noqa: E402
-from streaming.ui.server import UIServer  # noqa: E402
-from streaming.ui.settings import UISettings  # noqa: E402
-from streaming.ui.store import FindingStore  # noqa: E402
-from tests.ui_samples import batch_stats, busy_findings, positions, with_facts  # noqa: E402
+from streaming.ui import render
+from streaming.ui.server import UIServer
+from streaming.ui.settings import UISettings
+from streaming.ui.store import FindingStore
+from tests.ui_samples import batch_stats, busy_findings, positions, with_facts
 
 NOW = 1_763_600_000_000
 

@@ -16,17 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-ALERT_SCHEMA_VERSION = 1
-
-ALERT_FIELDS = (
-    "schema_version", "key", "status", "cause", "verified", "cluster", "topic", "partition", "producer_id",
-    "producer_epoch", "first_offset", "last_offset", "first_ts", "last_ts", "open_ms", "idle_ms", "records",
-    "bytes", "batches", "transactional_id", "coordinator_state", "coordinator_epoch",
-    "coordinator_epoch_source", "lso", "high_watermark", "pins_lso", "data_deleted", "detected_at",
-    "abort_command_new", "abort_command_legacy", "required_permission", "resolution",
-    # additions beyond the minimum contract (documented in docs/alerts.md)
-    "threshold_ms", "clock_skew", "input", "verify_hint",
-)
+from streaming.vocab import ALERT_FIELDS as ALERT_FIELDS  # the contract's field order, re-exported
+from streaming.vocab import ALERT_SCHEMA_VERSION, HANGING, RESOLVED
 
 REQUIRED_PERMISSION = "CLUSTER_ACTION on the cluster (brokers 3.0-3.7) or ALTER on the cluster (3.8+)"
 
@@ -59,7 +50,7 @@ def abort_commands(
 
 
 def _verify_hint(row: dict[str, Any], cfg: AlertConfig) -> str | None:
-    if row.get("verified", True) or row.get("status") != "hanging":
+    if row.get("verified", True) or row.get("status") != HANGING:
         return None
     from udfs.partitioning import txn_state_partition
 
@@ -88,19 +79,19 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, coord_max_epoch: 
     status = row["status"]
     ce, ce_src = row.get("coordinator_epoch"), row.get("coordinator_epoch_source")
     tp = row.get("txn_partition")
-    if status == "hanging" and ce_src == "coordinator-partition" and coord_epochs and tp is not None:
+    if status == HANGING and ce_src == "coordinator-partition" and coord_epochs and tp is not None:
         seen = coord_epochs.get(f"__transaction_state-{int(tp)}")
         if seen is not None and (ce is None or seen > ce):
             ce = seen
-    if status == "hanging" and ce_src == "all-coordinators-max" and ce is None:
+    if status == HANGING and ce_src == "all-coordinators-max" and ce is None:
         if coord_max_epoch is not None and coord_max_epoch >= 0:
             ce = coord_max_epoch
         else:
             ce_src = "unknown"
-    if status != "hanging":
-        ce, ce_src = (ce, ce_src) if status == "resolved" and ce is not None else (None, None)
+    if status != HANGING:
+        ce, ce_src = (ce, ce_src) if status == RESOLVED and ce is not None else (None, None)
     new = legacy = None
-    if status == "hanging":
+    if status == HANGING:
         new, legacy = abort_commands(topic=row["topic"], partition=row["partition"],
                                      first_offset=row["first_offset"], producer_id=row["producer_id"],
                                      producer_epoch=row["producer_epoch"], coordinator_epoch=ce, cfg=cfg)
@@ -110,7 +101,7 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, coord_max_epoch: 
         "key": row["key"],
         "status": status,
         "cause": row.get("cause"),
-        "verified": bool(row.get("verified")) if status != "resolved" else True,
+        "verified": bool(row.get("verified")) if status != RESOLVED else True,
         "cluster": row["cluster"],
         "topic": row["topic"],
         "partition": int(row["partition"]),
@@ -136,7 +127,7 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, coord_max_epoch: 
         "detected_at": _int(detected_at_ms if detected_at_ms is not None else row.get("now_ms")),
         "abort_command_new": new,
         "abort_command_legacy": legacy,
-        "required_permission": REQUIRED_PERMISSION if status == "hanging" else None,
+        "required_permission": REQUIRED_PERMISSION if status == HANGING else None,
         "resolution": row.get("resolution"),
         "threshold_ms": _int(row.get("threshold_ms")),
         "clock_skew": bool(row.get("clock_skew")),
@@ -297,7 +288,7 @@ class Enricher:
             part = self.partitions.get(f"{raw['topic']}-{int(raw['partition'])}")
             alert = finalize(raw, part, self.coord_max_epoch, self.cfg, coord_epochs=self.coord_epochs)
             key = alert["key"]
-            if alert["status"] == "resolved":
+            if alert["status"] == RESOLVED:
                 if key not in self.active:
                     continue  # already resolved (e.g. by LSO movement)
                 self.active.pop(key)
@@ -315,7 +306,7 @@ class Enricher:
             lso = part.get("lso")
             if lso is not None and lso > a["first_offset"] and a["topic"] != "__transaction_state":
                 if any(p["topic"] == a["topic"] and int(p["partition"]) == a["partition"] for p in progress):
-                    resolved = dict(a, status="resolved", resolution="lso-advanced", cause=None,
+                    resolved = dict(a, status=RESOLVED, resolution="lso-advanced", cause=None,
                                     abort_command_new=None, abort_command_legacy=None, required_permission=None,
                                     detected_at=now_ms if now_ms is not None else int(time.time() * 1000),
                                     lso=lso, pins_lso=False, verify_hint=None)

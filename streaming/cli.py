@@ -12,9 +12,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
-from streaming.config import ConfigError, engine_config, load
+from streaming.config import Config, ConfigError, QualityConfig, as_config, engine_config, load_config
+from streaming.vocab import HANGING
 
 log = logging.getLogger("txnwatch")
 
@@ -70,10 +72,10 @@ def _sort_findings(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def cmd_scan(args: argparse.Namespace) -> int:
     from streaming.sinks.console import format_table
 
-    cfg = load(args.config, overrides={"thresholds.max_timeout_ms": args.max_timeout_ms,
-                                       "thresholds.padding_ms": args.padding_ms,
-                                       "kafka.bootstrap_servers": args.bootstrap_server,
-                                       "cluster": args.cluster})
+    cfg = load_config(args.config, overrides={"thresholds.max_timeout_ms": args.max_timeout_ms,
+                                              "thresholds.padding_ms": args.padding_ms,
+                                              "kafka.bootstrap_servers": args.bootstrap_server,
+                                              "cluster": args.cluster})
     for p in args.paths:
         if not os.path.exists(p):
             raise UsageError(f"{p}: no such file or directory")
@@ -81,48 +83,48 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if (args.topic is None) != (args.partition is None):
         raise UsageError("--topic and --partition go together (they name the partition of dumps that lost their "
                          "'Dumping <path>' line)")
-    quality = args.quality or cfg["quality"]["scan"]
+    quality = args.quality or cfg.quality.scan
     engine = args.engine
     if engine == "auto":
-        small = _input_bytes(args.paths) <= cfg["streaming"]["local_scan_max_bytes"]
+        small = _input_bytes(args.paths) <= cfg.streaming.local_scan_max_bytes
         engine = "local" if small and not quality else "spark"
     spark = None
     if engine == "spark":
         from streaming.pipeline import spark_session
 
         ensure_java()
-        spark = spark_session(master=args.master or cfg["streaming"]["master"],
-                              conf={"spark.sql.shuffle.partitions": str(cfg["streaming"]["shuffle_partitions"])})
+        spark = spark_session(master=args.master or cfg.streaming.master,
+                              conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
     findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark, topic=args.topic,
                                 partition=args.partition, engine=engine)
     for g in gaps:
         sys.stderr.write(f"gap: {g.get('source_position') or g.get('topic')}: {g.get('reason')}\n")
     if quality:
-        scan_quality(spark, args.paths, cfg, findings)
+        scan_quality(spark, args.paths, cfg.cluster, cfg.quality, findings)
     if args.json:
         for a in findings:
             sys.stdout.write(json.dumps(a) + "\n")
     else:
         sys.stdout.write(format_table(findings))
-    return 2 if any(a["status"] == "hanging" for a in findings) else 0
+    return 2 if any(a["status"] == HANGING for a in findings) else 0
 
 
-def scan_quality(spark, paths: list[str], cfg: dict[str, Any], findings: list[dict[str, Any]]) -> None:
+def scan_quality(spark, paths: list[str], cluster: str, quality: QualityConfig,
+                 findings: list[dict[str, Any]]) -> None:
     """Data-quality check of a scan: the input events and the findings against their suites.
     Failing event rows go to the quarantine file; a summary goes to stderr (never to stdout,
     which carries the findings)."""
-    from streaming.quality import _read_inputs, quarantine_sink, validate_alerts, validate_events
+    from streaming.quality import quarantine_sink, read_inputs, validate_alerts, validate_events
 
-    events = validate_events(_read_inputs(spark, paths, cfg), engine=cfg["quality"]["engine"])
-    alerts = validate_alerts(findings)
-    for res in (events, alerts):
-        if res.success:
-            continue
-        rules = ", ".join(sorted(res.failed_rule_names()))
-        sys.stderr.write(f"quality: {res.suite}: {len(res.failures)} row(s) failed: {rules}\n")
-        if res.failures and res.suite.startswith("event"):
-            n = quarantine_sink(cfg["quality"]["quarantine_path"])(res)
-            sys.stderr.write(f"quality: {n} row(s) quarantined to {cfg['quality']['quarantine_path']}\n")
+    events = validate_events(read_inputs(spark, paths, cluster), engine=quality.engine)
+    if not events.success:
+        rules = ", ".join(sorted(events.failed_rule_names()))
+        sys.stderr.write(f"quality: {events.suite}: {len(events.failures)} row(s) failed: {rules}\n")
+        if events.failures:
+            n = quarantine_sink(quality.quarantine_path)(events)
+            sys.stderr.write(f"quality: {n} row(s) quarantined to {quality.quarantine_path}\n")
+    for f in validate_alerts(findings).failures:
+        sys.stderr.write(f"quality: {f['reason']}\n")  # names the alert key and the field
 
 
 def _input_bytes(paths: list[str]) -> int:
@@ -136,35 +138,37 @@ def _input_bytes(paths: list[str]) -> int:
     return total
 
 
-def scan_paths(paths: list[str], cfg: dict[str, Any], *, as_of_ms: int | None = None, master: str | None = None,
-               spark=None, topic: str | None = None, partition: int | None = None,
+def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: int | None = None,
+               master: str | None = None, spark=None, topic: str | None = None, partition: int | None = None,
                engine: str = "spark") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The one-shot scan: the streaming job run with an available-now trigger over the inputs.
 
     Returns (findings = active late/hanging alerts sorted by topic, partition, first offset;
     gap rows). Directories are log dirs (``segments`` source); files go to the ``dumps`` source,
-    which detects dump text, segments and snapshots by content. ``engine="local"`` runs the same
-    reads, state function and writer in this process without Spark (:mod:`streaming.local_engine`).
+    which detects dump text, segments and snapshots by content. ``cfg``: the :class:`Config` (or a
+    document as :func:`streaming.config.load` returns it). ``engine="local"`` runs the same reads,
+    state function and writer in this process without Spark (:mod:`streaming.local_engine`).
     """
     from streaming.alerts import AlertConfig
     from streaming.pipeline import SinkSet
 
+    cfg = as_config(cfg)
     if engine not in ("spark", "local"):
         raise UsageError(f"scan engine: expected spark or local, got {engine!r}")
     if engine == "spark":
         from streaming.pipeline import spark_session
 
         ensure_java()
-        spark = spark or spark_session(master=master or cfg["streaming"]["master"],
-                                       conf={"spark.sql.shuffle.partitions": str(cfg["streaming"]["shuffle_partitions"])})
+        spark = spark or spark_session(master=master or cfg.streaming.master,
+                                       conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
     dirs = [p for p in paths if os.path.isdir(p)]
     files = [p for p in paths if not os.path.isdir(p)]
-    alert_cfg = AlertConfig(bootstrap_servers=cfg["kafka"]["bootstrap_servers"] or None)
+    alert_cfg = AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None)
     gaps: list[dict[str, Any]] = []
     findings: dict[str, dict[str, Any]] = {}
     jobs: list[tuple[str, dict[str, str], bool]] = []
     if len(dirs) == 1 and not files and topic is None and partition is None:
-        jobs.append(("segments", {"path": dirs[0], "cluster": cfg["cluster"]}, _has_txn_state(dirs)))
+        jobs.append(("segments", {"path": dirs[0], "cluster": cfg.cluster}, _has_txn_state(dirs)))
     else:
         from streaming.sources.files import inputs_have_coordinator
 
@@ -173,7 +177,7 @@ def scan_paths(paths: list[str], cfg: dict[str, Any], *, as_of_ms: int | None = 
         for d in dirs:
             for root, _sub, names in os.walk(d):
                 files += [os.path.join(root, n) for n in sorted(names) if n.endswith((".log", ".snapshot"))]
-        opts = {"paths": json.dumps([os.path.abspath(f) for f in files]), "cluster": cfg["cluster"]}
+        opts = {"paths": json.dumps([os.path.abspath(f) for f in files]), "cluster": cfg.cluster}
         if topic is not None:
             opts["topic"] = topic
         if partition is not None:
@@ -243,16 +247,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     from streaming.runner import run_job
 
     ensure_java()
-    cfg = load(args.config, overrides={"kafka.bootstrap_servers": args.bootstrap_server, "cluster": args.cluster,
-                                       "streaming.checkpoint": args.checkpoint})
+    cfg = load_config(args.config, overrides={"kafka.bootstrap_servers": args.bootstrap_server,
+                                              "cluster": args.cluster, "streaming.checkpoint": args.checkpoint})
     return run_job(cfg, source=args.source, path=args.path, once=args.once)
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
     from streaming.ui.app import run_ui
 
-    cfg = load(args.config, overrides={"ui.port": args.port, "ui.bind": args.bind})
-    if args.alerts is None and not cfg["kafka"]["bootstrap_servers"]:
+    cfg = load_config(args.config, overrides={"ui.port": args.port, "ui.bind": args.bind})
+    if args.alerts is None and not cfg.kafka.bootstrap_servers:
         raise UsageError("give --alerts FILE, or --config with kafka.bootstrap_servers to read the alerts topic")
     return run_ui(cfg, alerts_path=args.alerts)
 
@@ -261,7 +265,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from streaming.quality import run_validate
 
     ensure_java()
-    cfg = load(args.config)
+    cfg = load_config(args.config)
     return run_validate(args.paths, cfg, as_json=args.json)
 
 

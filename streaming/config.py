@@ -1,13 +1,28 @@
 """Configuration: ``conf/txnwatch.toml`` < ``TXNWATCH_*`` environment variables < flags.
 
-Errors name the key and the expected type (:class:`ConfigError`), never a traceback.
+The options are the fields of the frozen section dataclasses below (:class:`KafkaConfig`,
+:class:`ThresholdsConfig`, ...), gathered in :class:`Config`. A field's default is the built-in
+default and fixes the option's type, so **adding an option is one line**: a field with its
+default in its section class. The TOML table, the ``TXNWATCH_<SECTION>_<KEY>`` variable, flag
+overrides, the type check and the typed attribute all follow from it (a new section is one
+class plus one field of :class:`Config`). Document it in ``docs/configuration.md``.
+
+:func:`load_config` reads and checks everything once and returns a :class:`Config`; each part
+of the job then receives only its section (``cfg.kafka``, ``cfg.quality``...). :func:`load`
+returns the same layered values as a plain nested dict (the "document") for callers that adjust
+a few keys before starting a job; :func:`as_config` turns such a document into a
+:class:`Config` with the same checks. Errors name the key and the expected type
+(:class:`ConfigError`), never a traceback.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.state_machine import EngineConfig
@@ -15,36 +30,164 @@ from streaming.verdict import Thresholds
 
 DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "txnwatch.toml")
 
-DEFAULTS: dict[str, Any] = {
-    "cluster": "default",
-    "kafka": {
-        "bootstrap_servers": "", "topics": [], "topic_pattern": "", "include_internal": False,
-        "starting_offsets": "lso", "max_offsets_per_trigger": 0, "fetch_max_bytes": 4194304,
-        "client_id": "txnwatch",
-        "request_timeout_ms": 30000, "security_protocol": "PLAINTEXT", "sasl_mechanism": "",
-        "sasl_plain_username": "", "sasl_plain_password": "", "ssl_cafile": "", "ssl_certfile": "",
-        "ssl_keyfile": "", "ssl_password": "", "ssl_check_hostname": True, "ssl_crlfile": "",
-        "sasl_kerberos_name": "", "sasl_kerberos_service_name": "", "sasl_kerberos_domain_name": "",
-        "sasl_oauth_token_provider": "",
-    },
-    "thresholds": {"max_timeout_ms": 900000, "padding_ms": 300000, "evict_after_ms": 604800000, "topics": {}},
-    "streaming": {"checkpoint": "", "trigger_interval": "10 seconds", "shuffle_partitions": 4,
-                  "state_store": "hdfs", "master": "local[2]",
-                  "local_scan_max_bytes": 16 << 20},
-    "sinks": {"enabled": ["jsonl", "console"], "jsonl_path": "alerts.jsonl", "kafka_topic": "txnwatch-alerts",
-              "kafka_create_topic": True},
-    "metrics": {"port": 0},
-    # the status page (streaming/ui/settings.py reads these keys)
-    "ui": {"enabled": False, "port": 9465, "bind": "127.0.0.1", "basic_user": "", "basic_password": "",
-           "token": "", "stale_after_s": 0},
-    "dumps": {"coordinator_view": False},
-    "quality": {"enabled": False, "engine": "pandas", "sample_every": 0, "row_fraction": 1.0,
-                "quarantine_path": "quarantine.jsonl", "scan": False},
-}
+# Marks the [kafka] options that are passed to kafka-python as client security settings.
+SECURITY = {"security": True}
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """``[kafka]``: the live source and the clients txnwatch opens (docs/configuration.md)."""
+
+    bootstrap_servers: str = ""
+    topics: tuple[str, ...] = ()
+    topic_pattern: str = ""
+    include_internal: bool = False
+    starting_offsets: str = "lso"
+    max_offsets_per_trigger: int = 0
+    fetch_max_bytes: int = 4194304
+    client_id: str = "txnwatch"
+    request_timeout_ms: int = 30000
+    security_protocol: str = field(default="PLAINTEXT", metadata=SECURITY)
+    sasl_mechanism: str = field(default="", metadata=SECURITY)
+    sasl_plain_username: str = field(default="", metadata=SECURITY)
+    sasl_plain_password: str = field(default="", repr=False, metadata=SECURITY)
+    ssl_cafile: str = field(default="", metadata=SECURITY)
+    ssl_certfile: str = field(default="", metadata=SECURITY)
+    ssl_keyfile: str = field(default="", metadata=SECURITY)
+    ssl_password: str = field(default="", repr=False, metadata=SECURITY)
+    ssl_check_hostname: bool = field(default=True, metadata=SECURITY)
+    ssl_crlfile: str = field(default="", metadata=SECURITY)
+    sasl_kerberos_name: str = field(default="", metadata=SECURITY)
+    sasl_kerberos_service_name: str = field(default="", metadata=SECURITY)
+    sasl_kerberos_domain_name: str = field(default="", metadata=SECURITY)
+    sasl_oauth_token_provider: str = field(default="", metadata=SECURITY)
+
+    def security(self) -> dict[str, Any]:
+        """The security options that are set (an empty string means kafka-python's default), as
+        ``streaming.sources.kafka_security`` takes them; secrets are still unresolved here."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.metadata.get("security") and getattr(self, f.name) != ""}
+
+
+@dataclass(frozen=True)
+class TopicThresholds:
+    """``[thresholds.topics.<name>]``: per-topic overrides (None = inherit)."""
+
+    max_timeout_ms: int | None = None
+    padding_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ThresholdsConfig:
+    """``[thresholds]``: when an open transaction becomes a finding (spec/detection.md §3)."""
+
+    max_timeout_ms: int = 900000
+    padding_ms: int = 300000
+    evict_after_ms: int = 604800000
+    topics: dict[str, TopicThresholds] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StreamingConfig:
+    """``[streaming]``: the Spark query."""
+
+    checkpoint: str = ""
+    trigger_interval: str = "10 seconds"
+    shuffle_partitions: int = 4
+    state_store: str = "hdfs"
+    master: str = "local[2]"
+    # ``txnwatch scan`` inputs up to this many bytes run in process (streaming/local_engine.py)
+    local_scan_max_bytes: int = 16 << 20
+
+
+@dataclass(frozen=True)
+class SinksConfig:
+    """``[sinks]``: where alerts are published."""
+
+    enabled: tuple[str, ...] = ("jsonl", "console")
+    jsonl_path: str = "alerts.jsonl"
+    kafka_topic: str = "txnwatch-alerts"
+    kafka_create_topic: bool = True
+    # CreateTopics before Kafka 2.4 refuses -1 (broker default): explicit values are always sent.
+    kafka_topic_partitions: int = 1
+    kafka_topic_replication_factor: int = 0  # 0 = min(3, number of brokers)
+    kafka_idempotence: str = "auto"  # auto | true | false (auto: fall back without IDEMPOTENT_WRITE)
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """``[metrics]``: the Prometheus endpoint (0 = off)."""
+
+    port: int = 0
+
+
+@dataclass(frozen=True)
+class UiConfig:
+    """``[ui]``: the status page (``streaming.ui``; checked further by ``UISettings``)."""
+
+    enabled: bool = False
+    port: int = 9465
+    bind: str = "127.0.0.1"
+    basic_user: str = ""
+    basic_password: str = field(default="", repr=False)
+    token: str = field(default="", repr=False)
+    stale_after_s: int = 0  # 0 = 3 trigger intervals, at least 30 s
+
+
+@dataclass(frozen=True)
+class DumpsConfig:
+    """``[dumps]``: the drop directory source."""
+
+    coordinator_view: bool = False
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    """``[quality]``: the data-quality gate (``streaming.quality``)."""
+
+    enabled: bool = False
+    engine: str = "pandas"
+    sample_every: int = 0
+    row_fraction: float = 1.0
+    quarantine_path: str = "quarantine.jsonl"
+    scan: bool = False  # the scan's quality check: a second read of the inputs plus GX's import
+
+
+@dataclass(frozen=True)
+class Config:
+    """The effective configuration: the top-level ``cluster`` and one object per TOML table."""
+
+    cluster: str = "default"
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    thresholds: ThresholdsConfig = field(default_factory=ThresholdsConfig)
+    streaming: StreamingConfig = field(default_factory=StreamingConfig)
+    sinks: SinksConfig = field(default_factory=SinksConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    ui: UiConfig = field(default_factory=UiConfig)
+    dumps: DumpsConfig = field(default_factory=DumpsConfig)
+    quality: QualityConfig = field(default_factory=QualityConfig)
 
 
 class ConfigError(ValueError):
     """A configuration value is missing or has the wrong type; the message names the key."""
+
+
+def _document(obj: Any) -> Any:
+    """A config object as its TOML-shaped document (tables as dicts, tuples as lists)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _document(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple):
+        return list(obj)
+    if isinstance(obj, dict):
+        return {k: _document(v) for k, v in obj.items()}
+    return obj
+
+
+# The built-in defaults as a document: every option and its type, derived from the classes above.
+_BUILT_IN = Config()
+DEFAULTS: dict[str, Any] = _document(_BUILT_IN)
+# Tables whose keys are names chosen by the user (each value a table of known options).
+_OPEN_TABLES = {"thresholds.topics": TopicThresholds}
 
 
 def _check(key: str, value: Any, expected: Any) -> Any:
@@ -63,25 +206,42 @@ def _check(key: str, value: Any, expected: Any) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
     elif isinstance(expected, list):
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{key}: expected a list of strings, got {value!r}")
+        value = list(value)
+    elif isinstance(expected, dict):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a table, got {value!r}")
     return value
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any], prefix: str = "") -> None:
+def _merge(base: dict[str, Any], over: Mapping[str, Any], prefix: str = "") -> None:
     for k, v in over.items():
         key = f"{prefix}{k}"
+        if prefix.rstrip(".") in _OPEN_TABLES:
+            base[k] = v  # a user-chosen name: its options are checked by _check_open_tables
+            continue
         if k not in base:
-            if prefix == "thresholds.topics.":
-                base[k] = v
-                continue
             raise ConfigError(f"{key}: unknown option")
         if isinstance(base[k], dict):
-            if not isinstance(v, dict):
+            if not isinstance(v, Mapping):
                 raise ConfigError(f"{key}: expected a table")
             _merge(base[k], v, f"{key}.")
         else:
             base[k] = _check(key, v, base[k])
+
+
+def _check_open_tables(doc: dict[str, Any]) -> None:
+    for dotted, cls in _OPEN_TABLES.items():
+        section, _, name = dotted.partition(".")
+        known = {f.name for f in dataclasses.fields(cls)}
+        for entry, t in doc[section][name].items():
+            if not isinstance(t, Mapping):
+                raise ConfigError(f"{dotted}.{entry}: expected a table")
+            for k, v in t.items():
+                if k not in known:
+                    raise ConfigError(f"{dotted}.{entry}.{k}: unknown option")
+                _check(f"{dotted}.{entry}.{k}", v, 0)
 
 
 def _parse_env(value: str, expected: Any) -> Any:
@@ -106,9 +266,9 @@ def _parse_env(value: str, expected: Any) -> Any:
     return value
 
 
-def load(path: str | None = None, env: dict[str, str] | None = None,
-         overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Load the effective configuration as a nested dict."""
+def load(path: str | None = None, env: Mapping[str, str] | None = None,
+         overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The layered configuration as a checked nested dict (the "document"; see the module doc)."""
     cfg = copy.deepcopy(DEFAULTS)
     path = path or DEFAULT_PATH
     if path and os.path.exists(path):
@@ -140,22 +300,55 @@ def load(path: str | None = None, env: dict[str, str] | None = None,
             cfg[section] = value
         else:
             cfg[section][key] = _check(f"{dotted} (flag)", value, cfg[section][key])
-    for topic, t in cfg["thresholds"]["topics"].items():
-        if not isinstance(t, dict):
-            raise ConfigError(f"thresholds.topics.{topic}: expected a table")
-        for k, v in t.items():
-            if k not in ("max_timeout_ms", "padding_ms"):
-                raise ConfigError(f"thresholds.topics.{topic}.{k}: unknown option")
-            _check(f"thresholds.topics.{topic}.{k}", v, 0)
+    _check_open_tables(cfg)
     return cfg
 
 
-def engine_config(cfg: dict[str, Any], *, coordinator_available: bool) -> EngineConfig:
-    t = cfg["thresholds"]
-    base = Thresholds(t["max_timeout_ms"], t["padding_ms"])
+def _section(name: str, cls: type, doc: Mapping[str, Any]) -> Any:
+    kw: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        v = doc[f.name]
+        open_table = _OPEN_TABLES.get(f"{name}.{f.name}")
+        if open_table is not None:
+            v = {entry: open_table(**t) for entry, t in v.items()}
+        elif isinstance(v, list):
+            v = tuple(v)
+        kw[f.name] = v
+    return cls(**kw)
+
+
+def as_config(cfg: Config | Mapping[str, Any]) -> Config:
+    """A :class:`Config` from a :class:`Config` (unchanged) or a document such as :func:`load`
+    returns, possibly adjusted or partial (missing keys take their defaults); checked like a file."""
+    if isinstance(cfg, Config):
+        return cfg
+    doc = copy.deepcopy(DEFAULTS)
+    _merge(doc, cfg)
+    _check_open_tables(doc)
+    kw: dict[str, Any] = {}
+    for f in dataclasses.fields(Config):
+        if isinstance(DEFAULTS[f.name], dict):
+            kw[f.name] = _section(f.name, type(getattr(_BUILT_IN, f.name)), doc[f.name])
+        else:
+            kw[f.name] = doc[f.name]
+    return Config(**kw)
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] | None = None,
+                overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read the file, the environment and the flags once into a checked :class:`Config`."""
+    return as_config(load(path, env, overrides))
+
+
+def engine_config(cfg: Config | Mapping[str, Any], *, coordinator_available: bool) -> EngineConfig:
+    """The state machine's configuration: the cluster and its thresholds (per topic too)."""
+    cfg = as_config(cfg)
+    t = cfg.thresholds
+    base = Thresholds(t.max_timeout_ms, t.padding_ms)
     per_topic = {
-        topic: Thresholds(v.get("max_timeout_ms", base.max_timeout_ms), v.get("padding_ms", base.padding_ms))
-        for topic, v in t["topics"].items()
+        topic: Thresholds(v.max_timeout_ms if v.max_timeout_ms is not None else base.max_timeout_ms,
+                          v.padding_ms if v.padding_ms is not None else base.padding_ms)
+        for topic, v in t.topics.items()
     }
-    return EngineConfig(cluster=cfg["cluster"], thresholds=base, topic_thresholds=per_topic,
-                        coordinator_available=coordinator_available, evict_after_ms=t["evict_after_ms"])
+    return EngineConfig(cluster=cfg.cluster, thresholds=base, topic_thresholds=per_topic,
+                        coordinator_available=coordinator_available, evict_after_ms=t.evict_after_ms)

@@ -11,6 +11,7 @@ synthetic clock forward a few minutes per step instead of waiting 20 real minute
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
@@ -19,19 +20,31 @@ import time
 from typing import Any
 
 from streaming.alerts import AlertConfig
-from streaming.config import engine_config, load
+from streaming.config import engine_config, load_config
 from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
 from streaming.simulate.cluster_log import ClusterLog
 from streaming.sinks.console import ConsoleSink
 from streaming.sinks.jsonl import JsonlSink, read_jsonl
+from streaming.vocab import (
+    COORDINATOR_FINISHED_WITHOUT_PARTITION,
+    COORDINATOR_STUCK,
+    COORDINATOR_UNAWARE,
+    FINDING_STATUSES,
+    HANGING,
+    LATE,
+    MARKERS_PENDING,
+    WRITE_AFTER_MARKER,
+)
 
 MINUTE = 60_000
+# The failure modes the demo cluster plants (it has a coordinator view, so never
+# exceeds-max-timeout; it plants no long-running live producer, so no long-transaction).
 EXPECTED_CAUSES = {
-    ("hanging", "coordinator-unaware"),
-    ("hanging", "coordinator-finished-without-partition"),
-    ("hanging", "write-after-marker"),
-    ("late", "markers-pending"),
-    ("late", "coordinator-stuck"),
+    (HANGING, COORDINATOR_UNAWARE),
+    (HANGING, COORDINATOR_FINISHED_WITHOUT_PARTITION),
+    (HANGING, WRITE_AFTER_MARKER),
+    (LATE, MARKERS_PENDING),
+    (LATE, COORDINATOR_STUCK),
 }
 
 
@@ -125,15 +138,13 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
     cluster.traffic(rounds=2)
     cluster.c.flush()
 
-    cfg = load(None, env={})
-    cfg["cluster"] = "demo"
-    cfg["kafka"]["bootstrap_servers"] = "localhost:9092"
+    cfg = load_config(None, env={}, overrides={"cluster": "demo", "kafka.bootstrap_servers": "localhost:9092"})
     seen: set[tuple[str, str]] = set()
     fired = threading.Event()
 
     def track(alerts: list[dict[str, Any]]) -> None:
         for a in alerts:
-            if a["status"] in ("late", "hanging"):
+            if a["status"] in FINDING_STATUSES:
                 seen.add((a["status"], a["cause"]))
         if EXPECTED_CAUSES <= seen:
             fired.set()
@@ -150,8 +161,9 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
     if ui_port:
         from streaming.ui import serve_for_job
 
-        cfg["ui"].update(enabled=True, port=ui_port)
-        ui = serve_for_job(cfg, sinks.on_batch, source="txnwatch demo")
+        ui = serve_for_job(dataclasses.replace(cfg.ui, enabled=True, port=ui_port),
+                           dataclasses.replace(cfg.streaming, trigger_interval="2 seconds"), sinks.on_batch,
+                           source="txnwatch demo")
         out.write(f"status page: {ui.url}\n")
     spark = spark_session(master=master, conf={"spark.sql.shuffle.partitions": "2"})
     q = start_query(spark, "segments", {"path": logs, "cluster": "demo"},
@@ -180,7 +192,7 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
         if ui is not None:
             ui.close()
     alerts = read_jsonl(alerts_path)
-    hanging = [a for a in alerts if a["status"] == "hanging"]
+    hanging = [a for a in alerts if a["status"] == HANGING]
     out.write(f"\n{len(alerts)} alert(s) written to {alerts_path} ({len(hanging)} hanging)\n")
     missing = EXPECTED_CAUSES - seen
     if missing:

@@ -31,13 +31,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from streaming.vocab import FINDING_STATUSES, HANGING, HANGING_CAUSES, LATE, STATUSES
+
 log = logging.getLogger("txnwatch")
 
-HANGING_CAUSES = ("coordinator-unaware", "coordinator-finished-without-partition", "write-after-marker",
-                  "exceeds-max-timeout")
-STATUSES = ("late", "hanging", "resolved")
 TXN_STATE_TOPIC = "__transaction_state"
-QUALITY_QUERY_PREFIX = "txnwatch-quality"  # = streaming.quality.QUALITY_QUERY_PREFIX (not imported: no GX here)
+# Name prefix of the quality gate's own query (streaming.quality.gate), whose batches are not the job's.
+QUALITY_QUERY_PREFIX = "txnwatch-quality"
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
@@ -152,15 +152,15 @@ class Metrics:
         findings = [(e.get("status"), e.get("alert") or {}) for e in active]
 
         # cluster-wide finding gauges
-        late = sum(1 for s, _ in findings if s == "late")
+        late = sum(1 for s, _ in findings if s == LATE)
         self.late.labels(cl).set(late)
         causes = dict.fromkeys(HANGING_CAUSES, 0)
         for s, a in findings:
-            if s == "hanging":
+            if s == HANGING:
                 c = a.get("cause") or "unknown"
                 causes[c] = causes.get(c, 0) + 1
         self._set_series("hanging", self.hanging, {(cl, c): float(n) for c, n in causes.items()})
-        late_parts = {(a.get("topic"), a.get("partition")) for s, a in findings if s in ("late", "hanging")}
+        late_parts = {(a.get("topic"), a.get("partition")) for s, a in findings if s in FINDING_STATUSES}
         self.late_partitions.labels(cl).set(len(late_parts))
 
         # per partition: open transactions and the oldest one's age
@@ -175,7 +175,7 @@ class Metrics:
                     max(0.0, (now_ms - ts) / 1000.0) if ts is not None else 0.0)
         else:
             for s, a in findings:
-                if s not in ("late", "hanging"):
+                if s not in FINDING_STATUSES:
                     continue
                 ts = _num(a.get("first_ts"))
                 age = max(0.0, (now_ms - ts) / 1000.0) if ts is not None else (_num(a.get("open_ms")) or 0) / 1000
@@ -244,7 +244,7 @@ class Metrics:
                 if name and p.name != name:
                     return
                 if not name and (p.name or "").startswith(QUALITY_QUERY_PREFIX):
-                    return  # the quality gate's own query (streaming.quality.start_quality_query)
+                    return  # the quality gate's own query (streaming.quality.gate.start_quality_query)
                 if p.numInputRows or p.batchDuration:
                     metrics.observe_duration(p.batchDuration / 1000.0)
 
@@ -267,7 +267,7 @@ class Metrics:
             spark = SparkSession.getActiveSession()
             if spark is not None:
                 self.attach(spark)
-        except Exception as exc:  # noqa: BLE001 - metrics must never fail a micro-batch
+        except Exception as exc:  # metrics must never fail a micro-batch
             log.info("metrics: cannot attach a StreamingQueryListener: %s", exc)
             self._attach = False
 
@@ -276,7 +276,7 @@ class Metrics:
         if self._listener is not None and self._listener_spark is not None:
             try:
                 self._listener_spark.streams.removeListener(self._listener)
-            except Exception:  # noqa: BLE001 - session may be gone already
+            except Exception:  # session may be gone already
                 pass
             self._listener = None
         if self._server is not None:

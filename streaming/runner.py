@@ -12,35 +12,45 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from streaming.alerts import AlertConfig
-from streaming.config import ConfigError, engine_config
+from streaming.config import (
+    Config,
+    ConfigError,
+    DumpsConfig,
+    KafkaConfig,
+    SinksConfig,
+    StreamingConfig,
+    as_config,
+    engine_config,
+)
 from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
 from streaming.sources.kafka_security import spark_source_options
+from streaming.vocab import HANGING, LATE
 
 log = logging.getLogger("txnwatch")
 
 
-def checkpoint_dir(cfg: dict[str, Any]) -> str:
+def checkpoint_dir(streaming: StreamingConfig, cluster: str) -> str:
     """``streaming.checkpoint`` or ``checkpoints/<cluster>/`` (URLs pass through to Spark)."""
-    ck = cfg["streaming"]["checkpoint"]
-    if ck:
-        return ck
-    return os.path.abspath(os.path.join("checkpoints", cfg["cluster"]))
+    if streaming.checkpoint:
+        return streaming.checkpoint
+    return os.path.abspath(os.path.join("checkpoints", cluster))
 
 
-def build_sinks(cfg: dict[str, Any], *, console_out=None) -> SinkSet:
+def build_sinks(sinks_cfg: SinksConfig, kafka: KafkaConfig, *, console_out=None) -> SinkSet:
     """The configured alert sinks (any combination of jsonl, console, kafka)."""
     sinks = SinkSet()
-    enabled = cfg["sinks"]["enabled"]
+    enabled = sinks_cfg.enabled
     unknown = set(enabled) - {"jsonl", "console", "kafka"}
     if unknown:
         raise ConfigError(f"sinks.enabled: unknown sink(s) {sorted(unknown)} (known: jsonl, console, kafka)")
     if "jsonl" in enabled:
         from streaming.sinks.jsonl import JsonlSink
 
-        sinks.sinks.append(JsonlSink(cfg["sinks"]["jsonl_path"]))
+        sinks.sinks.append(JsonlSink(sinks_cfg.jsonl_path))
     if "console" in enabled:
         from streaming.sinks.console import ConsoleSink
 
@@ -48,13 +58,14 @@ def build_sinks(cfg: dict[str, Any], *, console_out=None) -> SinkSet:
     if "kafka" in enabled:
         from streaming.sinks.kafka_topic import KafkaAlertSink
 
-        if not cfg["kafka"]["bootstrap_servers"]:
+        if not kafka.bootstrap_servers:
             raise ConfigError("sinks.enabled contains kafka but kafka.bootstrap_servers is empty")
-        sinks.sinks.append(KafkaAlertSink.from_config(cfg))
+        sinks.sinks.append(KafkaAlertSink.from_config(kafka, sinks_cfg))
     return sinks
 
 
-def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[str, dict[str, str], bool]:
+def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaConfig,
+                   dumps: DumpsConfig) -> tuple[str, dict[str, str], bool]:
     """(format, options, coordinator available) for the chosen source."""
     if source in ("segments", "dumps"):
         if not path:
@@ -65,22 +76,22 @@ def source_options(cfg: dict[str, Any], source: str, path: str | None) -> tuple[
             from streaming.sources.logdir import list_partitions
 
             coord = any(p.is_txn_state for p in list_partitions(path))
-            return "segments", {"path": path, "cluster": cfg["cluster"]}, coord
+            return "segments", {"path": path, "cluster": cluster}, coord
         # Whether __transaction_state dumps are dropped too cannot be known in advance; without
         # them every finding must stay "exceeds-max-timeout, unverified" (never coordinator-unaware).
-        return "dumps", {"dir": path, "cluster": cfg["cluster"]}, cfg["dumps"]["coordinator_view"]
-    k = cfg["kafka"]
-    if not k["bootstrap_servers"]:
+        return "dumps", {"dir": path, "cluster": cluster}, dumps.coordinator_view
+    k = kafka
+    if not k.bootstrap_servers:
         raise ConfigError("kafka.bootstrap_servers is required for --source kafka (config, "
                           "TXNWATCH_KAFKA_BOOTSTRAP_SERVERS or --bootstrap-server)")
-    opts = {"bootstrap_servers": k["bootstrap_servers"], "cluster": cfg["cluster"],
-            "topics": json.dumps(k["topics"]), "topic_pattern": k["topic_pattern"],
-            "include_internal": str(k["include_internal"]).lower(), "starting_offsets": k["starting_offsets"],
-            "max_offsets_per_trigger": str(k["max_offsets_per_trigger"]), "fetch_max_bytes": str(k["fetch_max_bytes"]),
-            "client_id": k["client_id"],
-            "request_timeout_ms": str(k["request_timeout_ms"])}
+    opts = {"bootstrap_servers": k.bootstrap_servers, "cluster": cluster,
+            "topics": json.dumps(list(k.topics)), "topic_pattern": k.topic_pattern,
+            "include_internal": str(k.include_internal).lower(), "starting_offsets": k.starting_offsets,
+            "max_offsets_per_trigger": str(k.max_offsets_per_trigger), "fetch_max_bytes": str(k.fetch_max_bytes),
+            "client_id": k.client_id, "request_timeout_ms": str(k.request_timeout_ms),
+            "security_protocol": k.security_protocol}
     # Secrets become env:/file: references (never plan-visible options); runs before Spark starts.
-    opts.update(spark_source_options(k))
+    opts.update(spark_source_options(k.security()))
     return "kafka-txn", opts, True
 
 
@@ -94,8 +105,8 @@ class ProgressLogger:
     def __call__(self, batch_id: int, stats: dict[str, Any]) -> None:
         self.batches += 1
         active = stats["open_alerts"]
-        late = sum(1 for a in active.values() if a["status"] == "late")
-        hanging = sum(1 for a in active.values() if a["status"] == "hanging")
+        late = sum(1 for a in active.values() if a["status"] == LATE)
+        hanging = sum(1 for a in active.values() if a["status"] == HANGING)
         lag = sum(max((p.get("high_watermark") or 0) - (p.get("lso") or p.get("high_watermark") or 0), 0)
                   for p in stats["partitions"].values())
         log.warning("batch %d: %d rows, %d progress, %d gaps, %d alerts out; open findings: %d late, %d hanging; "
@@ -103,38 +114,41 @@ class ProgressLogger:
                     len(stats["alerts"]), late, hanging, lag)
 
 
-def run_job(cfg: dict[str, Any], *, source: str, path: str | None, once: bool = False,
+def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, once: bool = False,
             stop_event: threading.Event | None = None, console_out=None) -> int:
-    """Start the streaming query and block until stopped (signal, ``stop_event`` or ``once``)."""
-    fmt, opts, coord = source_options(cfg, source, path)
-    sinks = build_sinks(cfg, console_out=console_out)
+    """Start the streaming query and block until stopped (signal, ``stop_event`` or ``once``).
+
+    ``cfg``: the :class:`Config` (or a document as :func:`streaming.config.load` returns it)."""
+    cfg = as_config(cfg)
+    fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps)
+    sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
     sinks.on_batch.append(ProgressLogger())
-    name = f"txnwatch-{cfg['cluster']}"
+    name = f"txnwatch-{cfg.cluster}"
     metrics = None
-    if cfg["metrics"]["port"]:
+    if cfg.metrics.port:
         from streaming.metrics import Metrics
 
-        metrics = Metrics(cfg["metrics"]["port"], cluster=cfg["cluster"], query_name=name)
+        metrics = Metrics(cfg.metrics.port, cluster=cfg.cluster, query_name=name)
         sinks.on_batch.append(metrics.observe)
         log.warning("metrics on http://0.0.0.0:%d/metrics", metrics.port)
     from streaming.ui import serve_for_job
 
-    ui = serve_for_job(cfg, sinks.on_batch, source=f"{name} ({fmt})")
-    spark = spark_session(master=cfg["streaming"]["master"], conf=_spark_conf(cfg))
-    ck = checkpoint_dir(cfg)
-    trigger = {"availableNow": True} if once else {"processingTime": cfg["streaming"]["trigger_interval"]}
+    ui = serve_for_job(cfg.ui, cfg.streaming, sinks.on_batch, source=f"{name} ({fmt})")
+    spark = spark_session(master=cfg.streaming.master, conf=_spark_conf(cfg.streaming))
+    ck = checkpoint_dir(cfg.streaming, cfg.cluster)
+    trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
     q = start_query(spark, fmt, opts, engine_config(cfg, coordinator_available=coord),
-                    AlertConfig(bootstrap_servers=cfg["kafka"]["bootstrap_servers"] or None), sinks, ck,
+                    AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None), sinks, ck,
                     trigger=trigger, query_name=name)
     queries = [q]
-    if cfg["quality"]["enabled"]:
+    if cfg.quality.enabled:
         # The data-quality gate reads the same source as its own query (own checkpoint): the
         # detection query's foreachBatch only sees the state operator's output, not the events.
         from streaming.quality import QualityGate, start_quality_query
 
-        gate = QualityGate.from_config(cfg, metrics=metrics)
+        gate = QualityGate.from_config(cfg.quality, metrics=metrics)
         queries.append(start_quality_query(spark, fmt, opts, gate, _join(ck, "quality"), trigger=trigger,
-                                           query_name=f"txnwatch-quality-{cfg['cluster']}"))
+                                           query_name=f"txnwatch-quality-{cfg.cluster}"))
     log.warning("txnwatch running: source=%s checkpoint=%s", fmt, ck)
     stop = stop_event or threading.Event()
 
@@ -169,9 +183,9 @@ def _join(base: str, sub: str) -> str:
     return base.rstrip("/") + "/" + sub
 
 
-def _spark_conf(cfg: dict[str, Any]) -> dict[str, str]:
-    conf = {"spark.sql.shuffle.partitions": str(cfg["streaming"]["shuffle_partitions"])}
-    store = cfg["streaming"]["state_store"]
+def _spark_conf(streaming: StreamingConfig) -> dict[str, str]:
+    conf = {"spark.sql.shuffle.partitions": str(streaming.shuffle_partitions)}
+    store = streaming.state_store
     if store == "rocksdb":
         conf["spark.sql.streaming.stateStore.providerClass"] = (
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")

@@ -11,24 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The vocabulary is defined in streaming.vocab; re-exported here for readers of judge().
+from streaming.vocab import EPOCH_SOURCES as EPOCH_SOURCES
+from streaming.vocab import HANGING_CAUSES as HANGING_CAUSES
+from streaming.vocab import LATE_CAUSES as LATE_CAUSES
 from udfs.model import OPEN_TXN_STATES
-
-# Hanging causes (abort commands are emitted) and late causes (never any command).
-HANGING_CAUSES = (
-    "coordinator-unaware",
-    "coordinator-finished-without-partition",
-    "write-after-marker",
-    "exceeds-max-timeout",
-)
-LATE_CAUSES = ("markers-pending", "coordinator-stuck", "long-transaction")
-EPOCH_SOURCES = (
-    "last-marker",
-    "log-start",
-    "snapshot",
-    "coordinator-partition",
-    "all-coordinators-max",
-    "unknown",
-)
 
 
 @dataclass(frozen=True, slots=True)

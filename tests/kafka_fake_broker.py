@@ -698,7 +698,7 @@ class _Node:
                 self._send(conn, reply)
         except OSError:
             pass
-        except Exception:  # noqa: BLE001 - a broker bug must not kill the test process silently
+        except Exception:  # a broker bug must not kill the test process silently
             log.exception("fake broker node %s: error while serving a connection", self.node_id)
         finally:
             if graceful:

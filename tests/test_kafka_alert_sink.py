@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.config import load
+from streaming.config import as_config, load
 from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
 from tests.kafka_fake_broker import FakeKafkaBroker
 
@@ -79,14 +79,14 @@ def test_replication_factor_above_the_broker_count_is_a_clear_error(root):
 def test_sink_settings_come_from_the_sinks_section():
     cfg = load(None, env={})
     cfg["kafka"]["bootstrap_servers"] = "k:9092"
-    sink = KafkaAlertSink.from_config(cfg)
+    sink = KafkaAlertSink.from_config(as_config(cfg).kafka, as_config(cfg).sinks)
     assert (sink.partitions, sink.replication_factor, sink.idempotence) == (1, 0, "auto")
     cfg["sinks"].update(kafka_topic_partitions=4, kafka_topic_replication_factor=2, kafka_idempotence="false")
-    sink = KafkaAlertSink.from_config(cfg)
+    sink = KafkaAlertSink.from_config(as_config(cfg).kafka, as_config(cfg).sinks)
     assert (sink.partitions, sink.replication_factor, sink.idempotence) == (4, 2, "false")
     cfg["sinks"]["kafka_idempotence"] = "maybe"
     with pytest.raises(ValueError, match="kafka_idempotence"):
-        KafkaAlertSink.from_config(cfg)
+        KafkaAlertSink.from_config(as_config(cfg).kafka, as_config(cfg).sinks)
 
 
 # ------------------------------------------------------------------ 8. IDEMPOTENT_WRITE before 2.8

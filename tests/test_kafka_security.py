@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from streaming.config import ConfigError, load
+from streaming.config import ConfigError, as_config, load
 from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
 from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
 from streaming.sources.kafka_security import (
@@ -274,7 +274,7 @@ def test_alert_sink_over_tls_and_sasl_plain(log_root, tls, caplog):
         cfg = load(None, env={})
         cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=5000,
                             **sasl_settings(tls, "PLAIN"))
-        sink = KafkaAlertSink.from_config(cfg)
+        sink = KafkaAlertSink.from_config(as_config(cfg).kafka, as_config(cfg).sinks)
         sink(alerts)
         sink.close()
         with KafkaWire(broker.bootstrap_servers, **kafka_python_kwargs(sasl_settings(tls, "SCRAM-SHA-512")),
@@ -285,7 +285,7 @@ def test_alert_sink_over_tls_and_sasl_plain(log_root, tls, caplog):
         assert PASSWORD.encode() not in raw
         # a denied Write on the alerts topic fails the micro-batch with the ACL to add
         broker.deny("Write", "Topic", "txnwatch-alerts")
-        sink = KafkaAlertSink.from_config(cfg)
+        sink = KafkaAlertSink.from_config(as_config(cfg).kafka, as_config(cfg).sinks)
         with pytest.raises(AlertSinkError) as err:
             sink(alerts[:1])
         sink.close()
@@ -385,7 +385,8 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
         consumer.close()
         # The source's own plan lists its options; Spark masks keys matching spark.redaction.regex
         # (default "(?i)secret|password|token|access[.]?key"), and the value is only a reference.
-        fmt, opts, _ = source_options(cfg, "kafka", None)
+        c = as_config(cfg)
+        fmt, opts, _ = source_options("kafka", None, cluster=c.cluster, kafka=c.kafka, dumps=c.dumps)
         source_plan = spark.readStream.format(fmt).options(**opts).load()._jdf.queryExecution().toString()
         plans.append(source_plan)
     assert len(topic_alerts) == len(alerts)

@@ -11,6 +11,7 @@ import pytest
 from streaming import quality as Q
 from streaming.config import load
 from streaming.events import make_row, spark_schema
+from streaming.quality import validate as validate_cmd
 from streaming.simulate.scenarios import write_scenario
 
 pytestmark = pytest.mark.spark
@@ -162,7 +163,7 @@ def test_run_validate_failures_and_errors(spark, logdir, dirty, monkeypatch, tmp
     assert "no such file" in err.getvalue()
 
     df, expected = dirty
-    monkeypatch.setattr(Q, "_read_inputs", lambda *_a: df)
+    monkeypatch.setattr(validate_cmd, "read_inputs", lambda *_a: df)
     cfg = dict(cfg, quality={"quarantine_path": str(tmp_path / "validate-q.jsonl")})
     assert Q.run_validate([str(logdir)], cfg, spark=spark, out=out, err=err) == 2, err.getvalue()
     text = out.getvalue()
@@ -196,10 +197,12 @@ def test_alert_suite(spark, logdir):
     wrong = dict(resolved, schema_version=2, key="other/x/0/1/2")
     res = Q.validate_alerts([h, broken, late_cmd, wrong])
     assert not res.success
-    got = {(f["key"], f["expectation"]) for f in res.failures}
-    assert (broken["key"], "hanging.abort_command_new.not_null") in got
-    assert (late_cmd["key"], "late.abort_command_legacy.null") in got
-    assert ("other/x/0/1/2", "schema_version.is_1") in got
-    assert ("other/x/0/1/2", "key.matches_fields") in got
-    assert not any(k == h["key"] and f.startswith("hanging.") for k, f in got if k == h["key"] and
-                   f != "hanging.abort_command_new.not_null")
+    # every failure names the alert key and the field, in its fields and in its reason
+    got = {(f["key"], f["field"]) for f in res.failures}
+    assert got == {(broken["key"], "abort_command_new"), (late_cmd["key"], "abort_command_legacy"),
+                   ("other/x/0/1/2", "schema_version"), ("other/x/0/1/2", "key")}
+    for f in res.failures:
+        assert f["reason"].startswith(f"alert {f['key']}: {f['field']}: ")
+    assert "key.matches_fields" in {f["expectation"] for f in res.failures if f["key"] == "other/x/0/1/2"}
+    missing = {k: v for k, v in h.items() if k != "verified"}
+    assert [(f["key"], f["field"]) for f in Q.validate_alerts([missing]).failures] == [(h["key"], "verified")]

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from streaming.config import ConfigError, load
+from streaming.config import ConfigError, as_config, load
 from streaming.ui import render, serve_for_job
 from streaming.ui.feeds import JsonlTail
 from streaming.ui.server import UIServer
@@ -286,7 +286,7 @@ def test_no_credential_of_the_config_reaches_a_page(tmp_path):
                         security_protocol="SASL_SSL", ssl_keyfile="/etc/keys/" + secrets[1])
     cfg["ui"].update(enabled=True, port=0, basic_user="ops", basic_password=secrets[2], token=secrets[3])
     on_batch: list = []
-    srv = serve_for_job(cfg, on_batch, source="txnwatch-prod (kafka-txn)")
+    srv = serve_for_job(as_config(cfg).ui, as_config(cfg).streaming, on_batch, source="txnwatch-prod (kafka-txn)")
     try:
         a = alert("hanging", sasl_plain_password=secrets[0], evidence={"ssl_keyfile": secrets[1]})
         on_batch[0](0, {"alerts": [a], "open_alerts": {a["key"]: {"status": "hanging", "alert": a}}})
@@ -353,19 +353,19 @@ def test_run_ui_serves_an_alerts_file(tmp_path):
 
 def test_settings():
     cfg = load(None, env={"TXNWATCH_UI_TOKEN": "t0k", "TXNWATCH_UI_ENABLED": "true"})
-    s = UISettings.from_config(cfg)
+    s = _settings(cfg)
     assert (s.enabled, s.bind, s.port, s.token, s.auth_required) == (True, "127.0.0.1", 9465, "t0k", True)
     assert s.stale_after_s == 30.0  # 3 x "10 seconds" (the floor is 30 s)
     cfg["streaming"]["trigger_interval"] = "1 minute"
-    assert UISettings.from_config(cfg).stale_after_s == 180.0
+    assert _settings(cfg).stale_after_s == 180.0
     cfg["ui"]["stale_after_s"] = 7
-    assert UISettings.from_config(cfg).stale_after_s == 7.0
+    assert _settings(cfg).stale_after_s == 7.0
     assert interval_seconds("500 milliseconds") == 0.5 and interval_seconds("2 seconds") == 2.0
     with pytest.raises(ConfigError, match="trigger_interval"):
         interval_seconds("soon")
     cfg["ui"]["basic_user"] = "ops"
     with pytest.raises(ConfigError, match="basic_user and ui.basic_password"):
-        UISettings.from_config(cfg)
+        _settings(cfg)
     assert "t0k" not in repr(s)
 
 
@@ -385,7 +385,7 @@ def test_topic_feed_keeps_the_latest_record_per_key(tmp_path):
             cfg = load(None, env={})
             cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=5000)
             store = FindingStore(mode="feed", wall=Clock())
-            feed = TopicFeed(cfg, store, poll_ms=200)
+            feed = TopicFeed(as_config(cfg).kafka, as_config(cfg).sinks, store, poll_ms=200)
             try:
                 import time
 
@@ -411,4 +411,9 @@ def test_port_in_use_is_a_config_error():
         cfg = load(None, env={})
         cfg["ui"].update(enabled=True, port=s.getsockname()[1])
         with pytest.raises(ConfigError, match="cannot listen on 127.0.0.1"):
-            serve_for_job(cfg, [], source="x")
+            serve_for_job(as_config(cfg).ui, as_config(cfg).streaming, [], source="x")
+
+
+def _settings(cfg):
+    c = as_config(cfg)
+    return UISettings.from_config(c.ui, c.streaming)

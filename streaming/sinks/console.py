@@ -7,6 +7,8 @@ import datetime as dt
 import sys
 from typing import Any, TextIO
 
+from streaming.vocab import HANGING, RESOLVED
+
 COLUMNS = (
     ("STATUS", "status"), ("CAUSE", "cause"), ("TOPIC", "topic"), ("PART", "partition"),
     ("PRODUCER", "producer_id"), ("EPOCH", "producer_epoch"), ("FIRST", "first_offset"),
@@ -29,7 +31,7 @@ def _cell(key: str, a: dict[str, Any]) -> str:
     v = a.get(key)
     if key == "open_ms":
         return _dur(v)
-    if key == "status" and a.get("status") == "hanging" and not a.get("verified", True):
+    if key == "status" and a.get("status") == HANGING and not a.get("verified", True):
         return "hanging?"
     return "-" if v is None else str(v)
 
@@ -43,12 +45,12 @@ def format_table(alerts: list[dict[str, Any]], *, commands: bool = True) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     if commands:
         for a in alerts:
-            if a.get("status") == "resolved":
+            if a.get("status") == RESOLVED:
                 continue
             lines.append("")
             lines.append(f"# {a['key']}  {a['status']} ({a.get('cause')})"
                          + ("" if a.get("verified", True) else "  UNVERIFIED"))
-            if a.get("status") != "hanging":
+            if a.get("status") != HANGING:
                 lines.append("#   late: do not abort; the coordinator still owns this transaction")
                 continue
             if a.get("verify_hint"):

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streaming.config import KafkaConfig, SinksConfig
 
 from streaming.sources.kafka_security import (
     CLUSTER_AUTHORIZATION_FAILED,
@@ -95,16 +98,13 @@ class KafkaAlertSink:
         self._idempotence_refused = False  # the broker refused InitProducerId (ACL): do not ask again
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> KafkaAlertSink:
-        """The sink from the loaded configuration: the only place that reads its settings."""
-        k = cfg["kafka"]
-        s = cfg["sinks"]
-        sec = kafka_python_kwargs(k)
-        # .get: these keys are not in streaming/config.py's DEFAULTS yet (see docs/configuration.md)
-        return cls(k["bootstrap_servers"], s["kafka_topic"], create_topic=s["kafka_create_topic"],
-                   client_id=f"{k['client_id']}-alerts", security=sec, request_timeout_ms=k["request_timeout_ms"],
-                   idempotence=s.get("kafka_idempotence", "auto"), partitions=s.get("kafka_topic_partitions", 1),
-                   replication_factor=s.get("kafka_topic_replication_factor", 0))
+    def from_config(cls, kafka: KafkaConfig, sinks: SinksConfig) -> KafkaAlertSink:
+        """The ``[sinks]`` alerts topic on the ``[kafka]`` cluster, with its client settings: the
+        only place that reads them."""
+        return cls(kafka.bootstrap_servers, sinks.kafka_topic, create_topic=sinks.kafka_create_topic,
+                   client_id=f"{kafka.client_id}-alerts", security=kafka_python_kwargs(kafka.security()),
+                   request_timeout_ms=kafka.request_timeout_ms, idempotence=sinks.kafka_idempotence,
+                   partitions=sinks.kafka_topic_partitions, replication_factor=sinks.kafka_topic_replication_factor)
 
     def _ensure_topic(self) -> None:
         from kafka.admin import KafkaAdminClient
@@ -146,7 +146,7 @@ class KafkaAlertSink:
             return KafkaProducer(enable_idempotence=False, **base)
         try:
             producer = KafkaProducer(enable_idempotence=True, **base)
-        except Exception as exc:  # noqa: BLE001 - brokers < 0.11: no InitProducerId at all
+        except Exception as exc:  # any client error fails the micro-batch
             if "bootstrap" in str(exc).lower():
                 raise  # unreachable cluster, not an old broker: a second attempt would only wait again
             if self.idempotence == "true":
@@ -192,7 +192,7 @@ class KafkaAlertSink:
                 self._send(alerts)
         except AlertSinkError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any client error fails the micro-batch
+        except Exception as exc:
             self.close()
             denied = self._denied(exc)
             if denied:

@@ -125,7 +125,7 @@ def close_wires() -> None:
     for w in wires:
         try:
             w.close()
-        except Exception:  # noqa: BLE001 - closing is best effort
+        except Exception:  # closing is best effort
             pass
 
 

@@ -121,7 +121,7 @@ def load_token_provider(path: str) -> Any:
             raise KafkaSecurityError(f"kafka sasl_oauth_token_provider: {module_name!r} has no attribute {attr!r}")
         try:
             provider = target if isinstance(target, AbstractTokenProvider) or not callable(target) else target()
-        except Exception as exc:  # noqa: BLE001 - a provider's own start-up failure, reported by path
+        except Exception as exc:  # a provider's own start-up failure, reported by path
             raise KafkaSecurityError(f"kafka sasl_oauth_token_provider: {path}() failed: "
                                      f"{type(exc).__name__}: {exc}") from None
         if not isinstance(provider, AbstractTokenProvider):

@@ -287,13 +287,13 @@ def _describe(exc: BaseException | str | None) -> str:
 
 def _shutdown(net: NetworkSelector, manager: KafkaConnectionManager) -> None:
     try:
-        if net._io_thread is not None and threading.current_thread() is not net._io_thread:  # noqa: SLF001
+        if net._io_thread is not None and threading.current_thread() is not net._io_thread:
             net.run(manager.close)
-    except Exception:  # noqa: BLE001 - best effort on close
+    except Exception:  # best effort on close
         log.debug("KafkaWire: error closing connections", exc_info=True)
     try:
         net.close()
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.debug("KafkaWire: error stopping the IO loop", exc_info=True)
 
 
@@ -498,7 +498,7 @@ class KafkaWire:
         except Errors.IncompatibleBrokerVersion as exc:
             raise KafkaWireError(f"Kafka broker at {self.bootstrap_servers} is incompatible: "
                                  f"{_describe(exc)}") from exc
-        except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError and friends
+        except Exception as exc:  # KafkaTimeoutError and friends
             raise KafkaUnavailable(
                 f"Kafka unavailable: could not bootstrap cluster metadata from {self.bootstrap_servers} "
                 f"within {timeout_ms} ms (last error: {self._bootstrap_diagnosis(manager, exc)})") from exc
@@ -520,7 +520,7 @@ class KafkaWire:
                                               pop_on_close=False, refresh_metadata_on_err=False,
                                               reset_backoff_on_connect=False)
                 await conn
-            except Exception as exc:  # noqa: BLE001 - classified below
+            except Exception as exc:  # classified below
                 manager.close(broker.node_id)
                 return exc
             return None
@@ -680,7 +680,7 @@ class KafkaWire:
             )
             try:
                 response = await self._send(node, request)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if not _retriable_exception(exc):
                     raise KafkaWireError(f"Metadata request to {self._node_desc(node)} failed: "
                                          f"{_describe(exc)}") from exc
@@ -805,7 +805,7 @@ class KafkaWire:
                                       (_LATEST, READ_COMMITTED)):
                     try:  # all three are pipelined on the leader's connection
                         futures.append(self._send_nowait(leader, self._list_offsets_request(tps, ts, isolation)))
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         futures.append(exc)
                 answers: list[dict[tuple[str, int], tuple[int, int]] | BaseException] = []
                 for fut in futures:
@@ -814,7 +814,7 @@ class KafkaWire:
                         continue
                     try:
                         response = await self._await(fut)
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         answers.append(exc)
                         continue
                     answers.append({(t.name, p.partition_index): (p.error_code, p.offset)
@@ -910,7 +910,7 @@ class KafkaWire:
             request = self._fetch_request(topic, partition, offset, max_bytes, max_wait_ms, min_bytes)
             try:
                 response = await self._send(leader, request)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if not _retriable_exception(exc):
                     raise KafkaWireError(f"Fetch {topic}-{partition} from {self._node_desc(leader)} failed: "
                                          f"{_describe(exc)}") from exc
@@ -985,7 +985,7 @@ class KafkaWire:
         try:
             response = await self._send(replica, request)
             code, pdata = self._fetch_partition(response, tp, replica)
-        except Exception as exc:  # noqa: BLE001 - any failure: back to the leader with retries
+        except Exception as exc:  # any failure: back to the leader with retries
             if not _retriable_exception(exc) and not isinstance(exc, KafkaWireError):
                 raise KafkaWireError(f"Fetch {tp[0]}-{tp[1]} from preferred read replica "
                                      f"{self._node_desc(replica)} failed: {_describe(exc)}") from exc

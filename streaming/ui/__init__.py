@@ -10,17 +10,20 @@ page knows. No Spark here: the job reaches the page only through ``on_batch``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streaming.config import StreamingConfig, UiConfig
 
 log = logging.getLogger("txnwatch")
 
 
-def serve_for_job(cfg: dict[str, Any], on_batch: list, *, source: str):
+def serve_for_job(ui: UiConfig, streaming: StreamingConfig, on_batch: list, *, source: str):
     """Start the page for a running job when ``[ui] enabled``; registers the store's
     ``observe_batch`` in ``on_batch``. Returns the :class:`~streaming.ui.server.UIServer` or None."""
     from streaming.ui.settings import UISettings
 
-    settings = UISettings.from_config(cfg)
+    settings = UISettings.from_config(ui, streaming)
     if not settings.enabled:
         return None
     from streaming.config import ConfigError

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Mapping
 from typing import Any
 
+from streaming.config import Config, as_config
 from streaming.ui.feeds import JsonlTail, TopicFeed
 from streaming.ui.server import UIServer
 from streaming.ui.settings import UISettings
@@ -15,18 +17,19 @@ from streaming.ui.store import FindingStore
 log = logging.getLogger("txnwatch")
 
 
-def run_ui(cfg: dict[str, Any], *, alerts_path: str | None, stop_event: threading.Event | None = None,
+def run_ui(cfg: Config | Mapping[str, Any], *, alerts_path: str | None, stop_event: threading.Event | None = None,
            on_ready=None) -> int:
     """Serve until SIGTERM/SIGINT (or ``stop_event``). ``alerts_path`` → follow that JSONL file,
     else read the config's alerts topic. ``on_ready(server)`` is called once it serves."""
-    settings = UISettings.from_config(cfg)
+    cfg = as_config(cfg)
+    settings = UISettings.from_config(cfg.ui, cfg.streaming)
     if alerts_path:
         store = FindingStore(mode="feed", source=f"alerts file {alerts_path}", stale_after_s=settings.stale_after_s)
         feed: JsonlTail | TopicFeed = JsonlTail(alerts_path, store)
     else:
-        store = FindingStore(mode="feed", source=f"alerts topic {cfg['sinks']['kafka_topic']}",
+        store = FindingStore(mode="feed", source=f"alerts topic {cfg.sinks.kafka_topic}",
                              stale_after_s=settings.stale_after_s)
-        feed = TopicFeed(cfg, store)
+        feed = TopicFeed(cfg.kafka, cfg.sinks, store)
     stop = stop_event or threading.Event()
 
     def _on_signal(signum, _frame):

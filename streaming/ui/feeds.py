@@ -19,14 +19,16 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
+from streaming.sources.kafka_security import kafka_python_kwargs
 from streaming.ui.store import FindingStore
+
+if TYPE_CHECKING:
+    from streaming.config import KafkaConfig, SinksConfig
 
 log = logging.getLogger("txnwatch")
 
-SECURITY_KEYS = ("security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
-                 "ssl_cafile", "ssl_certfile", "ssl_keyfile")
 
 
 class JsonlTail:
@@ -95,17 +97,16 @@ class JsonlTail:
 class TopicFeed:
     """Consume the alerts topic from its beginning into ``store`` until :meth:`stop`."""
 
-    def __init__(self, cfg: dict[str, Any], store: FindingStore, *, poll_ms: int = 1000,
+    def __init__(self, kafka: KafkaConfig, sinks: SinksConfig, store: FindingStore, *, poll_ms: int = 1000,
                  check_every_s: float = 10.0) -> None:
-        k = cfg["kafka"]
-        if not k["bootstrap_servers"]:
+        if not kafka.bootstrap_servers:
             raise ValueError("kafka.bootstrap_servers is required to read the alerts topic")
-        self.topic = cfg["sinks"]["kafka_topic"]
-        self.bootstrap = k["bootstrap_servers"]
+        self.topic = sinks.kafka_topic
+        self.bootstrap = kafka.bootstrap_servers
         # Credentials stay in this object (the consumer): never in the store or a page.
-        self._security = {key: k[key] for key in SECURITY_KEYS if k.get(key)}
-        self._client_id = f"{k['client_id']}-ui"
-        self._timeout_ms = int(k["request_timeout_ms"])
+        self._security = kafka_python_kwargs(kafka.security())
+        self._client_id = f"{kafka.client_id}-ui"
+        self._timeout_ms = kafka.request_timeout_ms
         self.store = store
         self.poll_ms = poll_ms
         self.check_every_s = check_every_s
@@ -172,7 +173,7 @@ class TopicFeed:
                 if time.monotonic() - last_check >= self.check_every_s:
                     self._check()
                     last_check = time.monotonic()
-            except Exception as exc:  # noqa: BLE001 - shown on the page, retried
+            except Exception as exc:  # shown on the page, retried
                 self.store.note_feed_error(f"alerts topic {self.topic!r} on {self.bootstrap}: {exc}")
                 self._close_consumer()
                 self._stop.wait(min(self.check_every_s, 5.0))
@@ -182,7 +183,7 @@ class TopicFeed:
         if self._consumer is not None:
             try:
                 self._consumer.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             self._consumer = None
 

@@ -118,15 +118,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.UNAUTHORIZED, b"authentication required\n", "text/plain; charset=utf-8", extra)
 
     # -- routes ----------------------------------------------------------------------------
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
+    def do_HEAD(self) -> None:  # http.server naming
         self.do_GET()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         try:
             self._route()
         except (BrokenPipeError, ConnectionResetError):
             pass
-        except Exception:  # noqa: BLE001 - one bad request must not stop the server
+        except Exception:  # one bad request must not stop the server
             log.exception("ui: error serving %s", self.path)
             try:
                 self._send(HTTPStatus.INTERNAL_SERVER_ERROR, b"internal error (see the txnwatch log)\n",
@@ -137,7 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _not_allowed(self) -> None:
         self._send(HTTPStatus.METHOD_NOT_ALLOWED, b"read-only\n", "text/plain; charset=utf-8", {"Allow": "GET, HEAD"})
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
+    do_POST = do_PUT = do_DELETE = do_PATCH = _not_allowed
 
     def _route(self) -> None:
         url = urlsplit(self.path)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from streaming.config import DEFAULTS, ConfigError
+from streaming.config import ConfigError, StreamingConfig, UiConfig
 
 STALE_FACTOR = 3  # stale after this many trigger intervals without a micro-batch ...
 STALE_FLOOR_S = 30.0  # ... but never sooner (the first micro-batch of a large cluster is slow)
@@ -44,18 +43,14 @@ class UISettings:
                 f"stale_after_s={self.stale_after_s})")
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> UISettings:
-        """The ``[ui]`` section of a loaded config (plus ``streaming.trigger_interval`` for the
-        default staleness limit)."""
-        ui = dict(DEFAULTS["ui"], **(cfg.get("ui") or {}))
-        if bool(ui["basic_user"]) != bool(ui["basic_password"]):
+    def from_config(cls, ui: UiConfig, streaming: StreamingConfig) -> UISettings:
+        """The ``[ui]`` section (plus ``streaming.trigger_interval`` for the default staleness limit)."""
+        if bool(ui.basic_user) != bool(ui.basic_password):
             raise ConfigError("ui.basic_user and ui.basic_password go together (both set, or neither)")
-        if not 0 <= int(ui["port"]) <= 65535:
-            raise ConfigError(f"ui.port: expected 0-65535, got {ui['port']}")
-        stale = float(ui["stale_after_s"])
+        if not 0 <= ui.port <= 65535:
+            raise ConfigError(f"ui.port: expected 0-65535, got {ui.port}")
+        stale = float(ui.stale_after_s)
         if stale <= 0:
-            trigger = (cfg.get("streaming") or {}).get("trigger_interval") or "10 seconds"
-            stale = max(STALE_FACTOR * interval_seconds(trigger), STALE_FLOOR_S)
-        return cls(enabled=bool(ui["enabled"]), port=int(ui["port"]), bind=str(ui["bind"]),
-                   basic_user=str(ui["basic_user"]), basic_password=str(ui["basic_password"]),
-                   token=str(ui["token"]), stale_after_s=stale)
+            stale = max(STALE_FACTOR * interval_seconds(streaming.trigger_interval or "10 seconds"), STALE_FLOOR_S)
+        return cls(enabled=ui.enabled, port=ui.port, bind=ui.bind, basic_user=ui.basic_user,
+                   basic_password=ui.basic_password, token=ui.token, stale_after_s=stale)

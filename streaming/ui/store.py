@@ -187,7 +187,7 @@ class FindingStore:
         try:
             with self._lock:
                 self._observe_batch(batch_id, stats)
-        except Exception:  # noqa: BLE001 - logged, the job goes on
+        except Exception:  # logged, the job goes on
             log.exception("status page: could not take micro-batch %s", batch_id)
 
     def _observe_batch(self, batch_id: int, stats: dict[str, Any]) -> None:

@@ -1,0 +1,64 @@
+"""The words of the alert contract, defined once (``docs/alerts.md``, ``streaming/alert.schema.json``).
+
+Statuses, causes, resolutions, coordinator-epoch sources, coordinator states and the alert's
+field names. Every module that names one of them imports it from here, and
+``tests/test_vocab.py`` checks that the JSON Schema's enums and properties are exactly these, so
+adding a cause is one edit here plus the schema, and a missed schema edit fails a test.
+
+Coordinator states are the ``TransactionState`` names the coordinator persists in
+``__transaction_state`` (status byte of the value, Kafka 0.11+; ``PrepareEpochFence`` 2.5+,
+KIP-360). Their code → name table is the decoders' (:data:`udfs.model.TXN_STATES`); it is only
+re-exported here in code order.
+"""
+
+from __future__ import annotations
+
+from udfs.model import OPEN_TXN_STATES, TXN_STATES
+
+# -- statuses -----------------------------------------------------------------------------------
+# ``open`` is a verdict only (not old enough to be a finding) and is never published.
+OPEN = "open"
+LATE = "late"  # the coordinator still owns the transaction: never an abort command
+HANGING = "hanging"  # nothing will ever finish it: abort commands are published
+RESOLVED = "resolved"  # a previously published finding closed
+STATUSES = (LATE, HANGING, RESOLVED)  # statuses of published alerts
+FINDING_STATUSES = (LATE, HANGING)  # statuses of open findings
+VERDICT_STATUSES = (OPEN, LATE, HANGING)  # what streaming.verdict.judge returns
+
+# -- causes ---------------------------------------------------------------------------------------
+COORDINATOR_UNAWARE = "coordinator-unaware"
+COORDINATOR_FINISHED_WITHOUT_PARTITION = "coordinator-finished-without-partition"
+WRITE_AFTER_MARKER = "write-after-marker"
+EXCEEDS_MAX_TIMEOUT = "exceeds-max-timeout"  # no coordinator view: hanging but unverified
+HANGING_CAUSES = (COORDINATOR_UNAWARE, COORDINATOR_FINISHED_WITHOUT_PARTITION, WRITE_AFTER_MARKER,
+                  EXCEEDS_MAX_TIMEOUT)
+
+MARKERS_PENDING = "markers-pending"
+COORDINATOR_STUCK = "coordinator-stuck"
+LONG_TRANSACTION = "long-transaction"
+LATE_CAUSES = (MARKERS_PENDING, COORDINATOR_STUCK, LONG_TRANSACTION)
+
+CAUSES = HANGING_CAUSES + LATE_CAUSES
+
+# -- resolutions ----------------------------------------------------------------------------------
+RESOLUTIONS = ("committed", "aborted", "closed", "lso-advanced")
+
+# -- where the legacy abort's coordinator epoch came from (spec/detection.md §4, in rule order) --
+EPOCH_SOURCES = ("last-marker", "log-start", "snapshot", "coordinator-partition", "all-coordinators-max",
+                 "unknown")
+
+# -- coordinator TransactionState names -------------------------------------------------------------
+COORDINATOR_STATES = tuple(TXN_STATES[code] for code in sorted(TXN_STATES))
+OPEN_COORDINATOR_STATES = OPEN_TXN_STATES  # the coordinator still owns the transaction
+
+# -- the published alert ----------------------------------------------------------------------------
+ALERT_SCHEMA_VERSION = 1
+ALERT_FIELDS = (
+    "schema_version", "key", "status", "cause", "verified", "cluster", "topic", "partition", "producer_id",
+    "producer_epoch", "first_offset", "last_offset", "first_ts", "last_ts", "open_ms", "idle_ms", "records",
+    "bytes", "batches", "transactional_id", "coordinator_state", "coordinator_epoch",
+    "coordinator_epoch_source", "lso", "high_watermark", "pins_lso", "data_deleted", "detected_at",
+    "abort_command_new", "abort_command_legacy", "required_permission", "resolution",
+    # additions beyond the minimum contract (documented in docs/alerts.md)
+    "threshold_ms", "clock_skew", "input", "verify_hint",
+)

@@ -1,0 +1,57 @@
+"""The alert vocabulary is defined once: the JSON Schema and the published alerts agree with it."""
+
+from __future__ import annotations
+
+import json
+
+from streaming import vocab as V
+from streaming.alerts import AlertConfig, finalize
+from tests.conftest import ROOT
+
+SCHEMA = json.loads((ROOT / "streaming" / "alert.schema.json").read_text())
+PROPS = SCHEMA["properties"]
+
+
+def _enum(prop: dict) -> list:
+    return [v for v in prop["enum"] if v is not None]
+
+
+def _then(status: str) -> dict:
+    for branch in SCHEMA["allOf"]:
+        if branch["if"]["properties"].get("status") == {"const": status}:
+            return branch["then"]["properties"]
+    raise AssertionError(f"no allOf branch for status {status!r}")
+
+
+def test_schema_properties_are_the_alert_fields():
+    assert list(PROPS) == list(V.ALERT_FIELDS)
+    assert set(SCHEMA["required"]) <= set(V.ALERT_FIELDS)
+    assert PROPS["schema_version"] == {"const": V.ALERT_SCHEMA_VERSION}
+
+
+def test_schema_enums_are_the_vocabulary():
+    assert _enum(PROPS["status"]) == list(V.STATUSES)
+    assert _enum(PROPS["cause"]) == list(V.CAUSES)
+    assert _then(V.HANGING)["cause"]["enum"] == list(V.HANGING_CAUSES)
+    assert _then(V.LATE)["cause"]["enum"] == list(V.LATE_CAUSES)
+    assert _enum(PROPS["resolution"]) == list(V.RESOLUTIONS)
+    assert _enum(PROPS["coordinator_epoch_source"]) == list(V.EPOCH_SOURCES)
+    assert _enum(PROPS["coordinator_state"]) == list(V.COORDINATOR_STATES)
+    # every enum of the schema is covered above (a new one must be added to the vocabulary)
+    enums = {name for name, p in PROPS.items() if "enum" in p}
+    assert enums == {"status", "cause", "resolution", "coordinator_epoch_source", "coordinator_state"}
+
+
+def test_vocabulary_is_consistent():
+    assert not set(V.HANGING_CAUSES) & set(V.LATE_CAUSES)
+    assert V.OPEN not in V.STATUSES and set(V.FINDING_STATUSES) < set(V.STATUSES)
+    assert set(V.OPEN_COORDINATOR_STATES) < set(V.COORDINATOR_STATES)
+    assert V.COORDINATOR_STATES[0] == "Empty" and V.COORDINATOR_STATES[-1] == "PrepareEpochFence"
+
+
+def test_published_alert_has_exactly_the_alert_fields():
+    row = {"key": "c/t/0/7/3", "status": V.HANGING, "cause": V.WRITE_AFTER_MARKER, "verified": True,
+           "cluster": "c", "topic": "t", "partition": 0, "producer_id": 7, "producer_epoch": 1, "first_offset": 3,
+           "coordinator_epoch": 2, "coordinator_epoch_source": "last-marker"}
+    alert = finalize(row, None, None, AlertConfig("k:9092"))
+    assert tuple(alert) == V.ALERT_FIELDS
