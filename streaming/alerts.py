@@ -1,10 +1,13 @@
 """The alert contract (docs/alerts.md, ``streaming/alert.schema.json``) and its enrichment.
 
-The state machine decides status and cause; this module turns its rows into the published JSON:
-partition facts from progress rows (LSO, high watermark, log start → ``pins_lso``,
-``data_deleted``), the cluster-wide coordinator epoch for ``all-coordinators-max``, and both
-ready-to-paste abort commands. It also keeps the small per-partition cache and the set of active
-alerts that the streaming sink persists next to the checkpoint (see :class:`Enricher`).
+The state machine emits, for every finding that changed, its evidence as far as one producer's
+state knows it. The driver-side :class:`Enricher` adds the cluster-wide facts — which
+``__transaction_state`` partitions were read up to the finding's ``now`` and how many there are
+(from their progress rows), the highest leader epoch over them, and what a live broker answers
+(:mod:`streaming.broker_evidence`) — and calls :func:`streaming.verdict.judge` again: that verdict
+is what is published. It decides nothing itself. :func:`finalize` then turns the verdict into the
+published JSON: partition facts from progress rows (LSO, high watermark, log start →
+``pins_lso``, ``data_deleted``) and both ready-to-paste abort commands.
 """
 
 from __future__ import annotations
@@ -13,20 +16,38 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from streaming.broker_evidence import BrokerEvidence, LookbackResult
+from streaming.verdict import (
+    DescribeProducersAnswer,
+    EpochEvidence,
+    Marker,
+    OpenTxn,
+    Thresholds,
+    Verdict,
+    evidence_from_dict,
+    judge,
+    txn_from_dict,
+    view_from_dict,
+)
 from streaming.vocab import ALERT_FIELDS as ALERT_FIELDS  # the contract's field order, re-exported
-from streaming.vocab import ALERT_SCHEMA_VERSION, HANGING, RESOLVED
+from streaming.vocab import ALERT_SCHEMA_VERSION, FINDING_STATUSES, HANGING, RESOLVED
 
 REQUIRED_PERMISSION = "CLUSTER_ACTION on the cluster (brokers 3.0-3.7) or ALTER on the cluster (3.8+)"
+TXN_TOPIC = "__transaction_state"
 
 
 @dataclass(frozen=True)
 class AlertConfig:
+    """``txn_state_partitions``: n of ``__transaction_state`` when its progress rows do not say
+    (config ``[coordinator] txn_state_partitions`` for files and dumps; None on the live path, where
+    only the cluster's metadata may say: a guessed n could call an incomplete view complete)."""
+
     bootstrap_servers: str | None = None
     tool: str = "kafka-transactions.sh"
-    txn_state_partitions: int = 50
+    txn_state_partitions: int | None = None
 
 
 def shell_quote(s: str) -> str:
@@ -49,70 +70,114 @@ def abort_commands(
     return new, legacy
 
 
-def _verify_hint(row: dict[str, Any], cfg: AlertConfig) -> str | None:
-    if row.get("verified", True) or row.get("status") != HANGING:
+def _verify_hint(alert: dict[str, Any], n: int | None) -> str | None:
+    """What to check before pasting a hanging finding's commands: for an unverified one
+    (exceeds-max-timeout, detection.md §3.2) the ``__transaction_state`` partitions that were not
+    read; then the epoch hint (``producer-last-marker``/``unknown``, a look-back that gave up)."""
+    if alert.get("status") != HANGING:
         return None
+    parts = [] if alert.get("verified", True) else [_unverified_text(alert, n)]
+    if alert.get("epoch_hint"):
+        parts.append(alert["epoch_hint"])
+    return ". ".join(parts) if parts else None
+
+
+def _unverified_text(alert: dict[str, Any], n: int | None) -> str:
     from udfs.partitioning import txn_state_partition
 
-    tid = row.get("transactional_id")
-    if tid:
-        n = txn_state_partition(tid, cfg.txn_state_partitions)
-        return (f"confirm before aborting: dump __transaction_state-{n} with kafka-dump-log.sh "
-                f"--transaction-log-decoder (transactional id {tid!r}) or run kafka-transactions.sh describe "
-                f"--transactional-id {shell_quote(tid)}")
+    missing = alert.get("missing_txn_partitions")
+    tid = alert.get("transactional_id")
+    if tid and n:
+        k = txn_state_partition(tid, n)
+        return (f"confirm before aborting: the coordinator of transactional id {tid!r} (__transaction_state-{k}) "
+                f"was not read up to now; dump __transaction_state-{k} with kafka-dump-log.sh "
+                f"--transaction-log-decoder or run kafka-transactions.sh describe --transactional-id "
+                f"{shell_quote(tid)}")
+    if missing:
+        shown = ", ".join(str(p) for p in missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+        return (f"confirm before aborting: __transaction_state partitions {shown} were not read up to now, and "
+                f"one of them may hold this producer's transactional id with markers pending; provide them "
+                f"(kafka-dump-log.sh --transaction-log-decoder) or run kafka-transactions.sh list / describe")
     return ("confirm before aborting: no coordinator view was read; run kafka-transactions.sh list / describe "
             "for this producer id, or include the __transaction_state partitions (kafka-dump-log.sh "
             "--transaction-log-decoder) in the input")
 
 
-def finalize(row: dict[str, Any], part: dict[str, Any] | None, coord_max_epoch: int | None,
-             cfg: AlertConfig, detected_at_ms: int | None = None,
-             coord_epochs: dict[str, int] | None = None) -> dict[str, Any]:
-    """State-machine row → the published alert JSON object (fields in contract order).
+def evidence_object(txn: OpenTxn | None, view_record: Any, ev: EpochEvidence | None,
+                    txn_partition: int | None = None) -> dict[str, Any] | None:
+    """The alert's ``evidence``: the facts the verdict was computed from (docs/alerts.md)."""
+    if txn is None:
+        return None
+    rec = asdict(view_record) if view_record is not None else None
+    if rec is not None:
+        rec["partitions"] = list(rec["partitions"]) if rec["partitions"] is not None else None
+        rec["txn_partition"] = txn_partition
+    return {
+        "first_batch": {"offset": txn.first_offset, "timestamp": txn.first_ts, "producer_epoch": txn.first_epoch},
+        "last_batch": {"offset": txn.last_offset, "timestamp": txn.last_ts},
+        "last_marker": asdict(ev.last_marker) if ev is not None and ev.last_marker is not None else None,
+        "coordinator_record": rec,
+        "snapshot_entry": asdict(ev.snapshot) if ev is not None and ev.snapshot is not None else None,
+        "describe_producers": (asdict(ev.describe_producers)
+                               if ev is not None and ev.describe_producers is not None else None),
+        "describe_transactions": None,
+    }
 
-    ``coord_epochs`` ("__transaction_state-N" → highest partitionLeaderEpoch read there) turns the
-    state's ``coordinator-partition`` epoch (highest seen on the producer's own records) into the
-    highest seen in that whole partition, as detection.md §4.4 asks; ``coord_max_epoch`` fills
-    ``all-coordinators-max``."""
+
+@dataclass(frozen=True)
+class Judged:
+    """The driver's verdict for one state row and the evidence it used."""
+
+    verdict: Verdict
+    txn: OpenTxn
+    evidence: EpochEvidence
+    record: Any
+    txn_partition: int | None
+    epoch_note: str | None = None  # why the live look-back did not find P's last marker
+
+
+def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig, *,
+             judged: Judged | None = None, detected_at_ms: int | None = None,
+             txn_partitions: int | None = None) -> dict[str, Any]:
+    """State-machine row (and the driver's verdict for it) → the published alert (contract order).
+
+    Without ``judged`` (resolutions) the row's own fields are published. Late findings keep the
+    coordinator epoch and its source (informational); only hanging ones get commands."""
     part = part or {}
     lso, hw, log_start = part.get("lso"), part.get("high_watermark"), part.get("log_start_offset")
     status = row["status"]
-    ce, ce_src = row.get("coordinator_epoch"), row.get("coordinator_epoch_source")
-    tp = row.get("txn_partition")
-    if status == HANGING and ce_src == "coordinator-partition" and coord_epochs and tp is not None:
-        seen = coord_epochs.get(f"__transaction_state-{int(tp)}")
-        if seen is not None and (ce is None or seen > ce):
-            ce = seen
-    if status == HANGING and ce_src == "all-coordinators-max" and ce is None:
-        if coord_max_epoch is not None and coord_max_epoch >= 0:
-            ce = coord_max_epoch
-        else:
-            ce_src = "unknown"
-    if status != HANGING:
-        ce, ce_src = (ce, ce_src) if status == RESOLVED and ce is not None else (None, None)
+    v = judged.verdict if judged is not None else None
+    cause = v.cause if v is not None else row.get("cause")
+    verified = v.verified if v is not None else row.get("verified")
+    e = v.producer_epoch if v is not None else row.get("producer_epoch")
+    ce = v.coordinator_epoch if v is not None else row.get("coordinator_epoch")
+    ce_src = v.coordinator_epoch_source if v is not None else row.get("coordinator_epoch_source")
+    hint = v.epoch_hint if v is not None else None
+    if judged is not None and judged.epoch_note:
+        hint = f"{hint} ({judged.epoch_note})" if hint else judged.epoch_note
     new = legacy = None
     if status == HANGING:
         new, legacy = abort_commands(topic=row["topic"], partition=row["partition"],
                                      first_offset=row["first_offset"], producer_id=row["producer_id"],
-                                     producer_epoch=row["producer_epoch"], coordinator_epoch=ce, cfg=cfg)
+                                     producer_epoch=e, coordinator_epoch=ce, cfg=cfg)
     first = row["first_offset"]
     out = {
         "schema_version": ALERT_SCHEMA_VERSION,
         "key": row["key"],
         "status": status,
-        "cause": row.get("cause"),
-        "verified": bool(row.get("verified")) if status != RESOLVED else True,
+        "cause": cause if status != RESOLVED else None,
+        "verified": bool(verified) if status != RESOLVED else True,
         "cluster": row["cluster"],
         "topic": row["topic"],
         "partition": int(row["partition"]),
         "producer_id": int(row["producer_id"]),
-        "producer_epoch": _int(row.get("producer_epoch")),
+        "producer_epoch": _int(e),
         "first_offset": int(first),
         "last_offset": _int(row.get("last_offset")),
         "first_ts": _int(row.get("first_ts")),
         "last_ts": _int(row.get("last_ts")),
-        "open_ms": _int(row.get("open_ms")),
-        "idle_ms": _int(row.get("idle_ms")),
+        "open_ms": _int(v.open_ms if v is not None else row.get("open_ms")),
+        "idle_ms": _int(v.idle_ms if v is not None else row.get("idle_ms")),
         "records": _int(row.get("records")),
         "bytes": _int(row.get("bytes")),
         "batches": _int(row.get("batches")),
@@ -129,12 +194,17 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, coord_max_epoch: 
         "abort_command_legacy": legacy,
         "required_permission": REQUIRED_PERMISSION if status == HANGING else None,
         "resolution": row.get("resolution"),
-        "threshold_ms": _int(row.get("threshold_ms")),
-        "clock_skew": bool(row.get("clock_skew")),
+        "threshold_ms": _int(v.threshold_ms if v is not None else row.get("threshold_ms")),
+        "clock_skew": bool(v.clock_skew if v is not None else row.get("clock_skew")),
         "input": row.get("source_position") or row.get("source"),
         "verify_hint": None,
+        "missing_txn_partitions": (list(v.missing_txn_partitions) if v is not None and status == HANGING
+                                   and v.missing_txn_partitions is not None else None),
+        "epoch_hint": hint if status != RESOLVED else None,
+        "evidence": (evidence_object(judged.txn, judged.record, judged.evidence, judged.txn_partition)
+                     if judged is not None else None),
     }
-    out["verify_hint"] = _verify_hint(out, cfg)
+    out["verify_hint"] = _verify_hint(out, txn_partitions)
     return out
 
 
@@ -203,22 +273,39 @@ def _write_text(path: str, text: str) -> None:
     fs.rename(tmp, jpath)
 
 
+def _sig(alert: dict[str, Any]) -> list[Any]:
+    """What makes a published finding different: each change is published once."""
+    return [alert["status"], alert["cause"], alert["verified"], alert["coordinator_epoch"],
+            alert["coordinator_epoch_source"]]
+
+
 class Enricher:
-    """Driver-side memory of the alert stream: latest progress per partition, the highest
-    coordinator epoch per ``__transaction_state`` partition, and the alerts currently open.
+    """Driver-side memory of the alert stream: latest progress per partition (and, for
+    ``__transaction_state`` partitions, the latest read time, highest leader epoch and the
+    partition count), the findings currently published with the state row they came from, and
+    findings held back (a blocked verdict, or a partition on :meth:`hold`).
 
     Persisted as one JSON file (atomically replaced; through Hadoop's FileSystem for checkpoint
-    URLs) beside the checkpoint, with the last
-    micro-batch id written, so a micro-batch that Spark replays after a failure is not published
-    twice and a restart keeps enriching alerts fired by timers before any new progress arrives.
+    URLs) beside the checkpoint, with the last micro-batch id written, so a micro-batch that Spark
+    replays after a failure is not published twice and a restart keeps enriching alerts fired by
+    timers before any new progress arrives.
+
+    ``broker``: the live cluster's answers (:class:`streaming.broker_evidence.BrokerEvidence`);
+    None for files and dumps. Its answers are cached per finding key (``answers``).
     """
 
-    def __init__(self, cfg: AlertConfig, path: str | None = None) -> None:
+    def __init__(self, cfg: AlertConfig, path: str | None = None, broker: BrokerEvidence | None = None) -> None:
         self.cfg = cfg
         self.path = path
+        self.broker = broker
         self.partitions: dict[str, dict[str, Any]] = {}
         self.coord_epochs: dict[str, int] = {}
+        self.txn_read_ms: dict[str, int] = {}  # "__transaction_state-k" → latest progress event time
+        self.txn_partition_count: int | None = None
         self.active: dict[str, dict[str, Any]] = {}
+        self.pending: dict[str, dict[str, Any]] = {}  # key → state row not published yet (blocked/held)
+        self.answers: dict[str, dict[str, Any]] = {}  # key → cached broker answers
+        self.held: set[str] = set()  # "topic-partition" not read through now (per-partition clock)
         self.open_txns: dict[str, list[dict[str, Any]]] = {}
         self.clock: int | None = None  # the job's event-time clock as last seen in its output
         self.last_batch_id = -1
@@ -227,7 +314,11 @@ class Enricher:
             doc = json.loads(text)
             self.partitions = doc.get("partitions", {})
             self.coord_epochs = doc.get("coord_epochs", {})
+            self.txn_read_ms = doc.get("txn_read_ms", {})
+            self.txn_partition_count = doc.get("txn_partition_count")
             self.active = doc.get("active", {})
+            self.pending = doc.get("pending", {})
+            self.answers = doc.get("answers", {})
             self.open_txns = doc.get("open_txns", {})
             self.clock = doc.get("clock")
             self.last_batch_id = doc.get("last_batch_id", -1)
@@ -235,8 +326,10 @@ class Enricher:
     def save(self) -> None:
         if not self.path:
             return
-        doc = {"partitions": self.partitions, "coord_epochs": self.coord_epochs, "active": self.active,
-               "open_txns": self.open_txns, "clock": self.clock, "last_batch_id": self.last_batch_id}
+        doc = {"partitions": self.partitions, "coord_epochs": self.coord_epochs, "txn_read_ms": self.txn_read_ms,
+               "txn_partition_count": self.txn_partition_count, "active": self.active, "pending": self.pending,
+               "answers": self.answers, "open_txns": self.open_txns, "clock": self.clock,
+               "last_batch_id": self.last_batch_id}
         _write_text(self.path, json.dumps(doc))
 
     def observe_open_sets(self, rows: list[dict[str, Any]]) -> None:
@@ -257,9 +350,13 @@ class Enricher:
         """Every open transaction the state knows of (for metrics)."""
         return [t for lst in self.open_txns.values() for t in lst]
 
-    @property
-    def coord_max_epoch(self) -> int | None:
-        return max(self.coord_epochs.values()) if self.coord_epochs else None
+    def hold(self, partition: str) -> None:
+        """Publish no new verdict for findings on ``partition`` ("topic-partition") until
+        :meth:`release`: it was not read through now (per-partition clock, WAVE2 contract C)."""
+        self.held.add(partition)
+
+    def release(self, partition: str) -> None:
+        self.held.discard(partition)
 
     def observe_progress(self, row: dict[str, Any]) -> None:
         key = f"{row['topic']}-{int(row['partition'])}"
@@ -270,13 +367,98 @@ class Enricher:
                 cur[f] = v
             elif f == "lso":
                 cur.pop(f, None)  # unknown now: never publish a stale LSO
-        if row["topic"] == "__transaction_state" and _int(row.get("coordinator_epoch")) is not None:
+        if row["topic"] != TXN_TOPIC:
+            return
+        t = _int(row.get("now_ms"))
+        if t is not None:
+            self.txn_read_ms[key] = max(self.txn_read_ms.get(key, t), t)
+        if _int(row.get("coordinator_epoch")) is not None:
             self.coord_epochs[key] = max(self.coord_epochs.get(key, -1), _int(row["coordinator_epoch"]))
+        n = _int(row.get("txn_partition_count"))
+        if n is not None and n > 0:
+            self.txn_partition_count = n
+
+    # --- the driver's verdict ------------------------------------------------------------------
+
+    def read_txn_partitions(self, now_ms: int) -> frozenset[int]:
+        """``__transaction_state`` partitions whose latest progress is at or after ``now_ms``."""
+        return frozenset(int(k.rsplit("-", 1)[1]) for k, t in self.txn_read_ms.items() if t >= now_ms)
+
+    def judge_row(self, row: dict[str, Any], now_ms: int) -> Judged:
+        """The state's evidence for one finding plus the global facts, judged at ``now_ms``."""
+        doc = json.loads(row["evidence"])
+        txn, view, ev = txn_from_dict(doc["txn"]), view_from_dict(doc["view"]), evidence_from_dict(doc["ev"])
+        read = self.read_txn_partitions(now_ms)
+        amax = [self.coord_epochs[f"{TXN_TOPIC}-{k}"] for k in read if f"{TXN_TOPIC}-{k}" in self.coord_epochs]
+        n = self.txn_partition_count if self.txn_partition_count is not None else self.cfg.txn_state_partitions
+        # "current": a __transaction_state source was read up to now (detection.md §3.1) — known
+        # here from its progress rows, whatever the job's configuration expected.
+        view = replace(view, current=bool(read), partition_count=n, read_partitions=read,
+                       all_coordinators_max=max(amax) if amax else None)
+        note = None
+        if self.broker is not None:
+            txn, ev, note = self._broker_evidence(row["key"], txn, ev)
+        v = judge(txn, view, ev, now_ms=now_ms, thresholds=Thresholds(**doc["thresholds"]))
+        return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note)
+
+    def _broker_evidence(self, key: str, txn: OpenTxn, ev: EpochEvidence) -> tuple[OpenTxn, EpochEvidence,
+                                                                                    str | None]:
+        """DescribeProducers (rule 1) and, when tp was read from the LSO only, the look-back for P's
+        last marker (rule 2). Answers bound to O stay true while O is open: cached per key."""
+        cache = self.answers.setdefault(key, {})
+        if "dp" not in cache:
+            answers = self.broker.describe_producers(txn.topic, txn.partition)
+            if answers is not None:
+                dp = answers.get(txn.producer_id) or DescribeProducersAnswer(found=False)
+                if dp.found and dp.current_txn_start_offset == txn.first_offset:
+                    cache["dp"] = asdict(dp)
+                else:
+                    ev = replace(ev, describe_producers=dp)  # blocks this verdict; asked again next time
+        if cache.get("dp"):
+            return txn, replace(ev, describe_producers=DescribeProducersAnswer(**cache["dp"])), None
+        if ev.describe_producers is not None or ev.last_marker is not None or ev.snapshot is not None \
+                or ev.read_from_zero:
+            return txn, ev, None
+        if "lookback" not in cache:
+            res = self.broker.last_marker_before(txn.topic, txn.partition, txn.producer_id, txn.first_offset)
+            cache["lookback"] = {**asdict(res), "marker": asdict(res.marker) if res.marker else None}
+        lb = cache["lookback"]
+        res = LookbackResult(**{**lb, "marker": Marker(**lb["marker"]) if lb["marker"] else None})
+        if res.marker is not None:
+            # Nothing of P lies between its last marker and O (pairing): it is also O's previous event.
+            return replace(txn, prev_marker=txn.prev_marker or res.marker), replace(ev, last_marker=res.marker), None
+        if res.complete and res.read_from_zero:
+            return txn, replace(ev, read_from_zero=True), None
+        return txn, ev, res.reason
+
+    def _publish(self, row: dict[str, Any], now_ms: int, out: list[dict[str, Any]]) -> None:
+        """Judge one finding; publish it when its verdict changed, hold it when it may not be."""
+        key = row["key"]
+        tp = f"{row['topic']}-{int(row['partition'])}"
+        judged = self.judge_row(row, now_ms)
+        v = judged.verdict
+        if v.blocked or v.status not in FINDING_STATUSES or tp in self.held:
+            if key in self.active:
+                self.active[key]["row"] = row  # keep what was published; newest evidence for later
+            else:
+                self.pending[key] = row
+            if v.blocked:
+                self.answers.get(key, {}).pop("dp", None)
+            return
+        self.pending.pop(key, None)
+        alert = finalize(dict(row, status=v.status), self.partitions.get(tp), self.cfg, judged=judged,
+                         detected_at_ms=now_ms, txn_partitions=self.txn_partition_count or self.cfg.txn_state_partitions)
+        prev = self.active.get(key)
+        self.active[key] = {"status": v.status, "alert": alert if prev is None or _sig(prev["alert"]) != _sig(alert)
+                            else prev["alert"], "row": row}
+        if prev is None or _sig(prev["alert"]) != _sig(alert):
+            out.append(alert)
 
     def process(self, raw_alerts: list[dict[str, Any]], progress: list[dict[str, Any]],
                 now_ms: int | None = None) -> list[dict[str, Any]]:
         """One micro-batch: progress first (same-batch enrichment), then the state's alert rows,
-        then resolutions by LSO movement. Returns the alert objects to publish, in order."""
+        then every other open finding re-judged with the newest global facts, then resolutions by
+        LSO movement. Returns the alert objects to publish, in order."""
         for p in progress:
             self.observe_progress(p)
         for r in list(progress) + list(raw_alerts):
@@ -284,32 +466,40 @@ class Enricher:
             if t is not None and (self.clock is None or t > self.clock):
                 self.clock = t
         out: list[dict[str, Any]] = []
+        fresh: set[str] = set()
         for raw in raw_alerts:
-            part = self.partitions.get(f"{raw['topic']}-{int(raw['partition'])}")
-            alert = finalize(raw, part, self.coord_max_epoch, self.cfg, coord_epochs=self.coord_epochs)
-            key = alert["key"]
-            if alert["status"] == RESOLVED:
-                if key not in self.active:
-                    continue  # already resolved (e.g. by LSO movement)
-                self.active.pop(key)
-            else:
-                prev = self.active.get(key)
-                if prev is not None and prev["status"] == alert["status"]:
-                    continue
-                self.active[key] = {"status": alert["status"], "alert": alert}
-            out.append(alert)
+            key = raw["key"]
+            fresh.add(key)
+            if raw["status"] == RESOLVED:
+                self.pending.pop(key, None)
+                self.answers.pop(key, None)
+                entry = self.active.pop(key, None)
+                if entry is not None:  # else already resolved (e.g. by LSO movement), or never published
+                    out.append(finalize(raw, self.partitions.get(f"{raw['topic']}-{int(raw['partition'])}"),
+                                        self.cfg))
+                continue
+            self._publish(raw, _int(raw.get("now_ms")) or self.clock or 0, out)
+        # Global facts may have changed (a coordinator partition read, the view now complete):
+        # every other open finding is judged again at the current clock.
+        if self.clock is not None:
+            for key, row in [(k, e["row"]) for k, e in self.active.items() if e.get("row")] + list(
+                    self.pending.items()):
+                if key not in fresh:
+                    self._publish(row, self.clock, out)
         # The broker's LSO moved past a finding's first offset without a marker we saw (snapshot
         # purge + restart, topic recreated): the partition is no longer pinned by it.
         for key, entry in list(self.active.items()):
             a = entry["alert"]
             part = self.partitions.get(f"{a['topic']}-{a['partition']}") or {}
             lso = part.get("lso")
-            if lso is not None and lso > a["first_offset"] and a["topic"] != "__transaction_state":
+            if lso is not None and lso > a["first_offset"] and a["topic"] != TXN_TOPIC:
                 if any(p["topic"] == a["topic"] and int(p["partition"]) == a["partition"] for p in progress):
                     resolved = dict(a, status=RESOLVED, resolution="lso-advanced", cause=None,
                                     abort_command_new=None, abort_command_legacy=None, required_permission=None,
                                     detected_at=now_ms if now_ms is not None else int(time.time() * 1000),
-                                    lso=lso, pins_lso=False, verify_hint=None)
+                                    lso=lso, pins_lso=False, verify_hint=None, epoch_hint=None,
+                                    missing_txn_partitions=None)
                     self.active.pop(key)
+                    self.answers.pop(key, None)
                     out.append(resolved)
         return out

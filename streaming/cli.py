@@ -163,7 +163,8 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
                                        conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
     dirs = [p for p in paths if os.path.isdir(p)]
     files = [p for p in paths if not os.path.isdir(p)]
-    alert_cfg = AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None)
+    alert_cfg = AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None,
+                            txn_state_partitions=cfg.coordinator.txn_state_partitions)
     gaps: list[dict[str, Any]] = []
     findings: dict[str, dict[str, Any]] = {}
     jobs: list[tuple[str, dict[str, str], bool]] = []

@@ -61,6 +61,9 @@ class KafkaConfig:
     sasl_kerberos_service_name: str = field(default="", metadata=SECURITY)
     sasl_kerberos_domain_name: str = field(default="", metadata=SECURITY)
     sasl_oauth_token_provider: str = field(default="", metadata=SECURITY)
+    # Live look-back for a producer's last marker below a finding (detection.md §4 rule 2): bytes
+    # read per finding at most (headers only are decoded); 0 turns the look-back off.
+    lookback_max_bytes: int = 1 << 30
 
     def security(self) -> dict[str, Any]:
         """The security options that are set (an empty string means kafka-python's default), as
@@ -142,6 +145,15 @@ class DumpsConfig:
 
 
 @dataclass(frozen=True)
+class CoordinatorConfig:
+    """``[coordinator]``: the coordinator view of file and dump inputs (spec/detection.md §3.1)."""
+
+    # n of __transaction_state for files and dumps (the live path asks the cluster's metadata):
+    # only a view holding every partition 0..n-1 proves that no coordinator knows a producer.
+    txn_state_partitions: int = 50
+
+
+@dataclass(frozen=True)
 class QualityConfig:
     """``[quality]``: the data-quality gate (``streaming.quality``)."""
 
@@ -165,6 +177,7 @@ class Config:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     ui: UiConfig = field(default_factory=UiConfig)
     dumps: DumpsConfig = field(default_factory=DumpsConfig)
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     quality: QualityConfig = field(default_factory=QualityConfig)
 
 
@@ -331,6 +344,10 @@ def as_config(cfg: Config | Mapping[str, Any]) -> Config:
             kw[f.name] = _section(f.name, type(getattr(_BUILT_IN, f.name)), doc[f.name])
         else:
             kw[f.name] = doc[f.name]
+    if kw["coordinator"].txn_state_partitions < 1:
+        # n = 0 would make an empty view "complete" and prove every producer unknown.
+        raise ConfigError(f"coordinator.txn_state_partitions: expected at least 1, got "
+                          f"{kw['coordinator'].txn_state_partitions}")
     return Config(**kw)
 
 

@@ -34,6 +34,10 @@ Kinds:
     One per partition per read: ``high_watermark``, ``lso``, ``log_start_offset`` and the read
     time in ``event_time``. For log directories: ``high_watermark`` = end of the data read, ``lso``
     derived from the transactions open at the end of the read (null when it cannot be known).
+    Progress rows of ``__transaction_state`` partitions carry ``txn_partition_count`` = n, the
+    topic's partition count (live: from Metadata; files and dumps: ``[coordinator]
+    txn_state_partitions``, default 50): the enrichment needs n to know whether every coordinator
+    partition was read (detection.md §3.1).
 ``folded_txns`` / ``folded_max_epoch`` (marker rows only)
     A read keeps, per producer id and partition, only the rows the producer state needs (the
     span before its first marker, the first and the last marker, the span after the last one):
@@ -41,6 +45,12 @@ Kinds:
 ``gap``
     Bytes or lines that could not be read or are missing: ``reason`` and ``source_position``
     say what and where; ``first_offset``/``last_offset`` bound the missing offsets when known.
+
+Per-partition read facts on data/marker/progress rows: ``from_log_start`` = this partition's
+reading began at its log start offset; ``read_from_zero`` = it began at offset 0 and the log start
+is 0 (nothing ever deleted, so P's whole marker history on tp was read: detection.md §4 rule 4
+``log-start``); ``snapshot_offset`` on a partition seeded from a producer snapshot = that
+snapshot's offset (rows with ``last_offset`` below it are preview-only for the state machine).
 
 ``event_time`` is the observation time that drives Spark's watermark: the read time on the live
 path, the newest input timestamp (or ``--as-of``) for files. It is never a record CreateTime of
@@ -95,10 +105,12 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("client_txn_version", "int"),
     ("snapshot_offset", "long"),
     ("from_log_start", "bool"),  # this partition's reading began at its log start offset
+    ("read_from_zero", "bool"),  # reading began at offset 0 and nothing was ever deleted (log start 0)
     ("high_watermark", "long"),
     ("lso", "long"),
     ("log_start_offset", "long"),
     ("reason", "string"),  # gap reason
+    ("txn_partition_count", "int"),  # progress of __transaction_state: its partition count n
     ("source_position", "string"),  # file and byte/line, or fetch position
     ("event_time", "timestamp"),
     # Set on a read's last marker of a producer when the read folded the transactions that opened

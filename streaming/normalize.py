@@ -123,8 +123,8 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
 
     The spans and markers between the first and the last marker are transactions that opened
     and closed within the read: no later event can reopen them, so the state only needs their
-    number (``folded_txns``) and highest producer epoch (``folded_max_epoch``), both carried by
-    the last marker's row.
+    number (``folded_txns``) and highest producer epoch (``folded_max_epoch``, EMPTY markers
+    left out as the state leaves them out), both carried by the last marker's row.
     """
     if rows.empty:
         return rows
@@ -144,9 +144,11 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
     if keep.all():
         return rows
     dropped = rows[~keep]
-    folded = dropped.groupby("producer_id").agg(
-        folded_txns=("kind", lambda k: int((k == "data").sum())),
-        folded_max_epoch=("producer_epoch", "max"))
+    # an EMPTY control batch never raises the legacy abort's epoch (contract A): not folded in
+    epochs = dropped["producer_epoch"].where(dropped["marker"] != "EMPTY")
+    folded = pd.DataFrame({"producer_id": dropped["producer_id"], "data": dropped["kind"] == "data",
+                           "epoch": epochs}).groupby("producer_id").agg(
+        folded_txns=("data", "sum"), folded_max_epoch=("epoch", "max"))
     out = rows[keep].copy()
     carrier = is_m[keep] & (ordinal[keep] == last[keep]) & eligible[keep] & out["producer_id"].isin(folded.index).to_numpy()
     carriers = out.index[carrier]

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from streaming.alerts import AlertConfig, Enricher
+from streaming.broker_evidence import BrokerEvidence
 from streaming.events import FIELD_NAMES
 from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, event_records, process_key
 
@@ -190,11 +191,12 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
 
 def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineConfig, alert_cfg: AlertConfig,
                 sinks: SinkSet, checkpoint: str, *, trigger: dict[str, Any] | None = None,
-                query_name: str | None = None):
-    """Start the streaming job; returns the StreamingQuery."""
+                query_name: str | None = None, broker: BrokerEvidence | None = None):
+    """Start the streaming job; returns the StreamingQuery. ``broker``: the live cluster's answers
+    for the enrichment (None for files and dumps)."""
     events = spark.readStream.format(source_format).options(**options).load()
     out = detect(events, cfg)
-    enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json")
+    enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json", broker=broker)
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
         make_batch_writer(enricher, sinks))
     if query_name:

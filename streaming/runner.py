@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streaming.alerts import AlertConfig
+from streaming.broker_evidence import BrokerEvidence, KafkaLookback
 from streaming.config import (
     Config,
     ConfigError,
@@ -95,6 +96,28 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
     return "kafka-txn", opts, True
 
 
+def alert_config(cfg: Config, *, live: bool) -> AlertConfig:
+    """The enrichment's settings. ``txn_state_partitions`` only for files and dumps: on the live
+    path n comes from the cluster's metadata (progress rows), never from a configured guess."""
+    return AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None,
+                       txn_state_partitions=None if live else cfg.coordinator.txn_state_partitions)
+
+
+def broker_evidence(cfg: Config) -> BrokerEvidence:
+    """What the driver may ask the live cluster about a finding (look-back for P's last marker);
+    the connection is opened on the first finding that needs it."""
+    from streaming.sources.kafka_security import kafka_python_kwargs
+    from streaming.sources.kafka_wire import KafkaWire
+
+    k = cfg.kafka
+
+    def connect() -> KafkaWire:
+        return KafkaWire(k.bootstrap_servers, client_id=k.client_id, request_timeout_ms=k.request_timeout_ms,
+                         **kafka_python_kwargs(k.security()))
+
+    return KafkaLookback(connect, max_bytes=k.lookback_max_bytes)
+
+
 class ProgressLogger:
     """One log line per micro-batch: rows in, findings, batch duration, source lag."""
 
@@ -138,8 +161,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
     q = start_query(spark, fmt, opts, engine_config(cfg, coordinator_available=coord),
-                    AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None), sinks, ck,
-                    trigger=trigger, query_name=name)
+                    alert_config(cfg, live=fmt == "kafka-txn"), sinks, ck,
+                    trigger=trigger, query_name=name, broker=broker_evidence(cfg) if fmt == "kafka-txn" else None)
     queries = [q]
     if cfg.quality.enabled:
         # The data-quality gate reads the same source as its own query (own checkpoint): the

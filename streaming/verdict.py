@@ -1,21 +1,55 @@
-"""The rule that decides "hanging" (spec/detection.md §3-§4, normative). Pure: no Spark.
+"""The rule that decides "hanging" and the legacy abort's coordinator epoch (detection.md §3-§4,
+rules v2). Pure: no Spark, no I/O; every input is an explicit argument.
 
-:func:`judge` takes one open transaction, the coordinator's view of its producer id, the clock
-and the thresholds, and returns the status, the cause, whether the finding is verified, and the
-parameters of both abort commands with the source of the coordinator epoch. Everything else in
-txnwatch (the Spark state function, ``scan``, the demo) calls this one function; the tests beside
-it (``tests/test_verdict.py``) walk every branch.
+``judge(txn, view, evidence, now_ms=, thresholds=) -> Verdict`` is the only decision. It is called
+twice for one open transaction, with the same dataclasses, by two callers that know different
+facts; a fact a caller does not know is left at its default (``None``/``False``), and every
+default is the *safe* reading (incomplete view, no epoch evidence):
+
+1. The per-producer state function (``streaming/state_machine.py``) fills what the producer's own
+   state holds:
+
+   - :class:`OpenTxn`: all fields. ``first_epoch`` = producer epoch of O's first batch (the entry's
+     ``Epoch`` when O was seeded from a snapshot); ``prev_marker`` = P's marker immediately before
+     O's first batch on tp when it was read with no gap in between (``None`` otherwise).
+   - :class:`CoordinatorView`: ``current`` (a ``__transaction_state`` source is configured and was
+     read up to ``now``), ``mapped`` (a record for P's transactional id was read: a record naming
+     P, or the tombstone / newer-producer-id record that removed P's mapping), ``record`` (C, when
+     the id's latest record still names P), ``txn_partition`` (the partition those records are in). For files and dumps the job knows at plan time which
+     ``__transaction_state`` partitions the input holds, so the state call may also fill
+     ``partition_count`` and ``read_partitions``.
+   - :class:`EpochEvidence`: ``last_marker``, ``snapshot``, ``read_from_zero``,
+     ``producer_max_marker_epoch`` (P's markers on every partition of its state).
+
+2. The driver-side enrichment (``streaming/alerts.py``) rebuilds the same three objects from the
+   state's row (``to_dict``/``from_dict`` round-trip them) and adds the global facts with
+   ``dataclasses.replace``: ``CoordinatorView.partition_count`` (metadata / config
+   ``txn_state_partitions``), ``read_partitions`` (the ``__transaction_state`` partitions read up
+   to ``now``), ``all_coordinators_max`` (highest ``partitionLeaderEpoch`` over them), and
+   ``EpochEvidence.describe_producers`` (the leader's DescribeProducers entry, live path, 2.8+).
+   It then calls :func:`judge` again and publishes that verdict; it decides nothing itself.
+
+Adding global facts never changes ``status`` (late vs hanging depends only on C, which the state
+call already has), except when ``read_partitions`` shows that P's own ``txn_partition`` was not
+read up to ``now`` (its mapping is then not current: §3.2 ``exceeds-max-timeout``); it can change ``cause``/``verified`` (an unmapped producer becomes
+``coordinator-unaware`` once the view is complete), the coordinator epoch, and ``blocked``.
+A verdict with ``blocked`` set must not be published: the partition is re-read first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 # The vocabulary is defined in streaming.vocab; re-exported here for readers of judge().
 from streaming.vocab import EPOCH_SOURCES as EPOCH_SOURCES
 from streaming.vocab import HANGING_CAUSES as HANGING_CAUSES
 from streaming.vocab import LATE_CAUSES as LATE_CAUSES
 from udfs.model import OPEN_TXN_STATES
+
+PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
+# Errors.java: INVALID_PRODUCER_EPOCH(47), TRANSACTION_COORDINATOR_FENCED(52).
+COORDINATOR_FENCED_ERROR = "TRANSACTION_COORDINATOR_FENCED (error 52)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,13 +62,25 @@ class Thresholds:
 
 
 @dataclass(frozen=True, slots=True)
-class OpenTxn:
-    """An open transaction of producer id ``producer_id`` on ``topic``-``partition``.
+class Marker:
+    """One control batch of P on tp. ``kind`` is COMMIT/ABORT, or None for an empty control batch
+    left by the cleaner (type and ``coordinator_epoch`` unknown). ``timestamp`` is the batch's
+    maxTimestamp: the partition leader's clock when it handled WriteTxnMarkers
+    (``MemoryRecords.withEndTransactionMarker`` uses ``System.currentTimeMillis()``)."""
 
-    ``max_epoch`` is the highest producer epoch seen for the producer id on that partition (data
-    batches, markers or a snapshot entry): what ``DescribeProducers`` would report and what the
-    legacy abort must carry. ``follows_marker``: the transaction's first batch came after a marker
-    of the same producer id on the partition (the late-produce pattern of KAFKA-9144).
+    offset: int
+    producer_epoch: int
+    coordinator_epoch: int | None
+    kind: str | None
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTxn:
+    """An open transaction O of producer id P on ``topic``-``partition``.
+
+    ``max_epoch``: highest producer epoch of P on tp (data, markers, snapshot entry) = the legacy
+    abort's E. ``first_epoch``: epoch of O's first batch. ``prev_marker``: see module docstring.
     """
 
     topic: str
@@ -45,17 +91,19 @@ class OpenTxn:
     first_ts: int
     last_ts: int
     max_epoch: int
-    follows_marker: bool = False
+    first_epoch: int
+    prev_marker: Marker | None = None
+
+    @property
+    def tp(self) -> str:
+        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)
-class CoordinatorView:
-    """The latest ``__transaction_state`` record whose producer id is the transaction's producer id.
-
-    ``partitions`` are "topic-partition" strings (None when the record had a null array).
-    ``partition_epoch`` is the highest ``partitionLeaderEpoch`` seen in that transactional id's
-    ``__transaction_state`` partition, i.e. its coordinator's epoch (kafka-formats.md §5.6).
-    """
+class CoordinatorRecord:
+    """C: the latest ``__transaction_state`` value whose producer id is P (kafka-formats §5.4).
+    ``partitions`` are "topic-partition" strings (None for a null array); ``last_update_ts`` is
+    TransactionLastUpdateTimestampMs, for a Prepare* record its prepare time."""
 
     transactional_id: str
     state: str
@@ -64,26 +112,99 @@ class CoordinatorView:
     partitions: tuple[str, ...] | None
     timeout_ms: int
     start_ts: int
-    partition_epoch: int
+    last_update_ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorView:
+    """What the ``__transaction_state`` input says about P (detection.md §3.1).
+
+    ``current``: a coordinator source exists and was read up to at least ``now``.
+    ``mapped``: a partition read holds a record for P's transactional id (also when its latest
+    record is a tombstone or names a newer producer id: that proves P unknown).
+    ``record``: C, only when ``mapped`` and the id's latest record still names P.
+    ``txn_partition``: the ``__transaction_state`` partition holding P's transactional id (when
+    mapped); if ``read_partitions`` is known and lacks it, P's mapping is not current.
+    ``partition_count``: n of ``__transaction_state``; ``read_partitions``: the partitions read up
+    to ``now`` (None: this caller does not know). ``all_coordinators_max``: highest
+    ``partitionLeaderEpoch`` over the partitions read.
+    """
+
+    current: bool = False
+    mapped: bool = False
+    record: CoordinatorRecord | None = None
+    txn_partition: int | None = None
+    partition_count: int | None = None
+    read_partitions: frozenset[int] | None = None
+    all_coordinators_max: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.record is not None and not self.mapped:
+            raise ValueError("CoordinatorView: a coordinator record for P implies mapped=True")
+
+    @property
+    def mapping_current(self) -> bool:
+        """The source is current and so is P's own partition, as far as this caller knows."""
+        if not self.current:
+            return False
+        return self.txn_partition is None or self.read_partitions is None or self.txn_partition in self.read_partitions
+
+    @property
+    def complete(self) -> bool:
+        """Every partition 0..n-1 was read up to now (False when either fact is unknown)."""
+        if not self.current or self.partition_count is None or self.read_partitions is None:
+            return False
+        return all(p in self.read_partitions for p in range(self.partition_count))
+
+    def missing_partitions(self) -> tuple[int, ...] | None:
+        """``__transaction_state`` partitions not read up to now; None when this caller does not know
+        n or the partitions read. A job with no coordinator source passes ``read_partitions=frozenset()``."""
+        if self.partition_count is None or self.read_partitions is None:
+            return None
+        return tuple(p for p in range(self.partition_count) if p not in self.read_partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeProducersAnswer:
+    """The partition leader's DescribeProducers answer for P on tp (2.8+). ``found`` False: the
+    answer has no entry for P. -1 means "none" for ``coordinator_epoch`` and the start offset."""
+
+    found: bool
+    producer_epoch: int = -1
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotSeed:
+    """The newest producer snapshot of tp that seeded the state: its offset N (state after all
+    offsets < N) and P's entry in it (``present`` False: P had no state on tp at N)."""
+
+    offset: int
+    present: bool
+    coordinator_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class EpochEvidence:
-    """What is known about the coordinator epoch the broker holds for the producer on the partition.
+    """Inputs of detection.md §4. ``last_marker``: P's newest marker read on tp (any offset);
+    ``read_from_zero``: tp was read from offset 0 (its log start was 0: nothing ever deleted);
+    ``producer_max_marker_epoch``: highest known coordinator epoch among P's markers on any
+    partition read."""
 
-    ``last_marker_epoch``: coordinatorEpoch of the producer's last (non-empty) marker there;
-    ``had_marker``: any control batch of the producer was seen there (even an empty one);
-    ``read_from_log_start``: the partition was read from its log start offset;
-    ``snapshot_epoch``: coordinator epoch of a producer snapshot entry for it (may be -1);
-    ``all_coordinators_max``: highest partitionLeaderEpoch over every ``__transaction_state``
-    partition read (None when not known where the verdict is taken; filled in later).
-    """
+    describe_producers: DescribeProducersAnswer | None = None
+    last_marker: Marker | None = None
+    snapshot: SnapshotSeed | None = None
+    read_from_zero: bool = False
+    producer_max_marker_epoch: int | None = None
 
-    last_marker_epoch: int | None = None
-    had_marker: bool = False
-    read_from_log_start: bool = False
-    snapshot_epoch: int | None = None
-    all_coordinators_max: int | None = None
+
+@dataclass(frozen=True, slots=True)
+class EpochChoice:
+    epoch: int | None
+    source: str | None
+    hint: str | None = None
+    blocked: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,83 +217,168 @@ class Verdict:
     idle_ms: int
     clock_skew: bool
     producer_epoch: int  # E of the legacy abort
-    coordinator_epoch: int | None  # C of the legacy abort (None: unknown / not a hanging finding)
+    coordinator_epoch: int | None  # C of the legacy abort (None: no legacy command)
     coordinator_epoch_source: str | None
+    epoch_hint: str | None = None  # for "unknown" / "producer-last-marker": the input that gives it exactly
+    missing_txn_partitions: tuple[int, ...] | None = None  # exceeds-max-timeout: what to provide
+    blocked: str | None = None  # set: do not publish; re-read tp first (why)
 
 
-def threshold_for(thresholds: Thresholds, coordinator: CoordinatorView | None) -> int:
-    """``max(max_timeout_ms, coordinator's TransactionTimeoutMs) + padding_ms`` (detection.md §3)."""
+def threshold_for(thresholds: Thresholds, record: CoordinatorRecord | None) -> int:
+    """``max(max_timeout_ms, C's TransactionTimeoutMs) + padding_ms`` (detection.md §3)."""
     timeout = thresholds.max_timeout_ms
-    if coordinator is not None and coordinator.timeout_ms is not None:
-        timeout = max(timeout, coordinator.timeout_ms)
+    if record is not None:
+        timeout = max(timeout, record.timeout_ms)
     return timeout + thresholds.padding_ms
 
 
-def coordinator_epoch_for(
-    evidence: EpochEvidence, coordinator: CoordinatorView | None, coordinator_available: bool
-) -> tuple[int | None, str]:
-    """The legacy abort's coordinator epoch and its source (detection.md §4, first rule wins)."""
-    if evidence.last_marker_epoch is not None and evidence.last_marker_epoch >= 0:
-        return evidence.last_marker_epoch, "last-marker"
-    if evidence.read_from_log_start and not evidence.had_marker:
-        return 0, "log-start"  # the broker entry never saw a marker: it holds -1, and 0 passes
-    if evidence.snapshot_epoch is not None:
-        return max(evidence.snapshot_epoch, 0), "snapshot"
-    if coordinator is not None and coordinator.partition_epoch is not None and coordinator.partition_epoch >= 0:
-        return coordinator.partition_epoch, "coordinator-partition"
-    if coordinator_available and coordinator is None:
-        if evidence.all_coordinators_max is not None and evidence.all_coordinators_max >= 0:
-            return evidence.all_coordinators_max, "all-coordinators-max"
-        # No coordinator knows the producer, but the global maximum is taken where all
-        # __transaction_state partitions are visible (alert enrichment): mark it pending there.
-        return None, "all-coordinators-max"
-    return None, "unknown"
+def marker_landed(record: CoordinatorRecord, marker: Marker | None, first_offset: int) -> bool:
+    """C is Prepare* and its marker for tp is already in tp's log before O (detection.md §3).
 
+    Kafka: ``TransactionMetadata.prepareAbortOrCommit`` stamps the Prepare* record with
+    ``updateTimestamp`` (TransactionLastUpdateTimestampMs) before the append;
+    ``TransactionCoordinator.endTransaction``'s ``sendTxnMarkersCallback`` queues the markers only
+    after the append succeeded (``TransactionMarkerChannelManager.addTxnMarkersToSend``), with
+    ``txnMetadata.producerEpoch`` (= C's epoch) and the result COMMIT/ABORT; on a successful
+    WriteTxnMarkers response ``TransactionMarkerRequestCompletionHandler`` calls
+    ``txnMetadata.removePartition(tp)``: tp leaves the in-memory pending set while the Prepare*
+    record in the log still lists it, and no marker for tp is sent again unless the coordinator
+    reloads the partition (``TransactionStateManager.loadTransactionsForTxnTopicPartition``).
 
-def judge(
-    txn: OpenTxn,
-    coordinator: CoordinatorView | None,
-    *,
-    coordinator_available: bool,
-    now_ms: int,
-    thresholds: Thresholds,
-    evidence: EpochEvidence,
-) -> Verdict:
-    """Status, cause and abort parameters of one open transaction at event time ``now_ms``.
-
-    ``coordinator_available``: a ``__transaction_state`` source is configured and has been read up
-    to at least ``now_ms`` (sources guarantee this per micro-batch; see DESIGN §6). ``coordinator``
-    is then the producer id's current coordinator record, or None when no transactional id maps
-    to it any more (never registered, tombstoned, or superseded by another producer id).
+    So C's marker is the one with C's result, C's producer epoch and a timestamp strictly after C's
+    prepare time. Under TV0/TV1 the previous transaction's marker has the same epoch and possibly
+    the same result, and only the time separates them; the two clocks belong to different brokers,
+    which is why the comparison is strict (a tie reads "not landed": late, no command).
     """
-    open_ms = now_ms - txn.first_ts
-    idle_ms = now_ms - txn.last_ts
+    if marker is None or record.state not in PREPARE_STATES or marker.offset >= first_offset:
+        return False
+    result = "COMMIT" if record.state == "PrepareCommit" else "ABORT"
+    return (marker.kind == result and marker.producer_epoch == record.producer_epoch
+            and record.last_update_ts >= 0 and marker.timestamp > record.last_update_ts)
+
+
+def _hint_unknown(txn: OpenTxn) -> str:
+    return (f"coordinator epoch of producer {txn.producer_id} on {txn.tp} unknown, no legacy command: provide "
+            f"{txn.tp}'s newest producer snapshot (.snapshot file or its kafka-dump-log.sh dump), or read "
+            f"{txn.tp} from its log start so the producer's last marker there is found")
+
+
+def _hint_fenced(txn: OpenTxn, epoch: int) -> str:
+    return (f"coordinator epoch {epoch} is the highest among producer {txn.producer_id}'s markers on the "
+            f"partitions read and may be below what {txn.tp}'s leader holds: if the abort is rejected with "
+            f"{COORDINATOR_FENCED_ERROR}, provide {txn.tp}'s newest producer snapshot or read {txn.tp} from its "
+            f"log start for the exact epoch; never raise the number by guessing")
+
+
+def coordinator_epoch_for(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence) -> EpochChoice:
+    """The legacy abort's coordinator epoch: the first rule of detection.md §4 that applies.
+
+    Every rule is exact or errs low: too low is rejected loudly (error 52), too high is stored by
+    the leader and fences the real coordinator's later markers for P on tp.
+    """
+    dp = evidence.describe_producers
+    if dp is not None:
+        if not dp.found or dp.current_txn_start_offset != txn.first_offset:
+            seen = (f"CurrentTxnStartOffset {dp.current_txn_start_offset}" if dp.found
+                    else "no entry for the producer")
+            return EpochChoice(None, None, blocked=(
+                f"DescribeProducers on {txn.tp}'s leader reports {seen} for producer {txn.producer_id}, "
+                f"not first offset {txn.first_offset}: re-read {txn.tp} before emitting this finding"))
+        return EpochChoice(max(dp.coordinator_epoch, 0), "describe-producers")
+    lm, snap = evidence.last_marker, evidence.snapshot
+    # A marker below the snapshot's offset is already inside the snapshot's entry.
+    lm_after_snapshot = lm is not None and (snap is None or lm.offset >= snap.offset)
+    if lm_after_snapshot and lm.coordinator_epoch is not None:
+        return EpochChoice(max(lm.coordinator_epoch, 0), "last-marker")
+    if snap is not None and not lm_after_snapshot:
+        return EpochChoice(max(snap.coordinator_epoch, 0) if snap.present else 0, "snapshot")
+    if evidence.read_from_zero and lm is None:
+        return EpochChoice(0, "log-start")  # the leader's entry never saw a marker: -1, and 0 passes
+    pm = evidence.producer_max_marker_epoch
+    if pm is not None and pm >= 0:
+        return EpochChoice(pm, "producer-last-marker", hint=_hint_fenced(txn, pm))
+    amax = view.all_coordinators_max
+    if view.complete and view.record is None and amax is not None and amax >= 0:
+        return EpochChoice(amax, "all-coordinators-max")
+    return EpochChoice(None, "unknown", hint=_hint_unknown(txn))
+
+
+def judge(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *, now_ms: int,
+          thresholds: Thresholds) -> Verdict:
+    """Status, cause, verification and abort parameters of O at event time ``now_ms``."""
+    record = view.record if view.mapping_current else None
+    if record is not None and record.producer_id != txn.producer_id:
+        raise ValueError(f"coordinator record of producer id {record.producer_id} passed for producer id "
+                         f"{txn.producer_id} ({txn.tp} offset {txn.first_offset})")
+    open_ms, idle_ms = now_ms - txn.first_ts, now_ms - txn.last_ts
     skew = open_ms < 0 or idle_ms < 0
     open_ms, idle_ms = max(open_ms, 0), max(idle_ms, 0)
-    threshold = threshold_for(thresholds, coordinator if coordinator_available else None)
-
-    def result(status: str, cause: str | None, verified: bool) -> Verdict:
-        epoch, source = (None, None)
-        if status == "hanging":
-            epoch, source = coordinator_epoch_for(evidence, coordinator, coordinator_available)
-        return Verdict(status, cause, verified, threshold, open_ms, idle_ms, skew, txn.max_epoch, epoch, source)
-
+    threshold = threshold_for(thresholds, record)
+    base = dict(threshold_ms=threshold, open_ms=open_ms, idle_ms=idle_ms, clock_skew=skew)
     if open_ms <= threshold:
-        return result("open", None, True)
-    if not coordinator_available:
-        # No coordinator can keep a transaction open past transaction.max.timeout.ms, so only
-        # "markers pending" could still explain it: hanging, but to be confirmed before aborting.
-        return result("hanging", "exceeds-max-timeout", False)
-    if coordinator is None:
-        return result("hanging", "coordinator-unaware", True)
-    tp = f"{txn.topic}-{txn.partition}"
-    owns = coordinator.state in OPEN_TXN_STATES and tp in (coordinator.partitions or ())
-    if owns:
-        if coordinator.state in ("PrepareCommit", "PrepareAbort"):
-            return result("late", "markers-pending", True)
-        started = coordinator.start_ts if coordinator.start_ts is not None and coordinator.start_ts >= 0 else None
-        if started is not None and now_ms - started > coordinator.timeout_ms + thresholds.padding_ms:
-            return result("late", "coordinator-stuck", True)
-        return result("late", "long-transaction", True)
-    cause = "write-after-marker" if txn.follows_marker else "coordinator-finished-without-partition"
-    return result("hanging", cause, True)
+        return Verdict("open", None, True, producer_epoch=txn.max_epoch, coordinator_epoch=None,
+                       coordinator_epoch_source=None, **base)
+
+    status, cause, verified = "hanging", "exceeds-max-timeout", False
+    if not view.mapping_current:
+        pass  # no coordinator source, or it (or P's own partition) lags: only markers-pending explains O
+    elif record is None:
+        if view.mapped or view.complete:
+            cause, verified = "coordinator-unaware", True
+    else:
+        owns = record.state in OPEN_TXN_STATES and txn.tp in (record.partitions or ())
+        if owns and marker_landed(record, evidence.last_marker, txn.first_offset):
+            owns = False  # the coordinator dropped tp from its pending set: O is not covered
+        verified = True
+        if not owns:
+            pm = txn.prev_marker
+            same_epoch = pm is not None and pm.producer_epoch == txn.first_epoch
+            cause = "write-after-marker" if same_epoch else "coordinator-finished-without-partition"
+        elif record.state in PREPARE_STATES:
+            status, cause = "late", "markers-pending"
+        elif record.start_ts >= 0 and now_ms - record.start_ts > record.timeout_ms + thresholds.padding_ms:
+            status, cause = "late", "coordinator-stuck"
+        else:
+            status, cause = "late", "long-transaction"
+
+    choice = coordinator_epoch_for(txn, view, evidence)
+    dp = evidence.describe_producers
+    epoch_e = dp.producer_epoch if dp is not None and choice.source == "describe-producers" \
+        and dp.producer_epoch >= 0 else txn.max_epoch
+    return Verdict(status, cause, verified, producer_epoch=epoch_e, coordinator_epoch=choice.epoch,
+                   coordinator_epoch_source=choice.source, epoch_hint=choice.hint,
+                   missing_txn_partitions=view.missing_partitions() if cause == "exceeds-max-timeout" else None,
+                   blocked=choice.blocked, **base)
+
+
+def to_dict(obj: OpenTxn | CoordinatorView | EpochEvidence) -> dict[str, Any]:
+    """JSON-ready dict of one evidence object (for the state row the enrichment re-judges)."""
+    d = asdict(obj)
+    if isinstance(obj, CoordinatorView) and obj.read_partitions is not None:
+        d["read_partitions"] = sorted(obj.read_partitions)
+    return d
+
+
+def view_from_dict(d: dict[str, Any]) -> CoordinatorView:
+    rec = d.get("record")
+    read = d.get("read_partitions")
+    return CoordinatorView(
+        current=d["current"], mapped=d["mapped"],
+        record=CoordinatorRecord(**{**rec, "partitions": tuple(rec["partitions"])
+                                    if rec["partitions"] is not None else None}) if rec else None,
+        txn_partition=d.get("txn_partition"), partition_count=d.get("partition_count"),
+        read_partitions=frozenset(read) if read is not None else None,
+        all_coordinators_max=d.get("all_coordinators_max"))
+
+
+def txn_from_dict(d: dict[str, Any]) -> OpenTxn:
+    pm = d.get("prev_marker")
+    return OpenTxn(**{**d, "prev_marker": Marker(**pm) if pm else None})
+
+
+def evidence_from_dict(d: dict[str, Any]) -> EpochEvidence:
+    dp, lm, snap = d.get("describe_producers"), d.get("last_marker"), d.get("snapshot")
+    return EpochEvidence(
+        describe_producers=DescribeProducersAnswer(**dp) if dp else None,
+        last_marker=Marker(**lm) if lm else None, snapshot=SnapshotSeed(**snap) if snap else None,
+        read_from_zero=d.get("read_from_zero", False), producer_max_marker_epoch=d.get("producer_max_marker_epoch"))

@@ -44,8 +44,10 @@ CAUSES = HANGING_CAUSES + LATE_CAUSES
 RESOLUTIONS = ("committed", "aborted", "closed", "lso-advanced")
 
 # -- where the legacy abort's coordinator epoch came from (spec/detection.md §4, in rule order) --
-EPOCH_SOURCES = ("last-marker", "log-start", "snapshot", "coordinator-partition", "all-coordinators-max",
-                 "unknown")
+# "coordinator-partition" (the leader epoch of P's __transaction_state partition) is withdrawn: a
+# reassignment that keeps the leader raises that epoch without re-electing the coordinator.
+EPOCH_SOURCES = ("describe-producers", "last-marker", "snapshot", "log-start", "producer-last-marker",
+                 "all-coordinators-max", "unknown")
 
 # -- coordinator TransactionState names -------------------------------------------------------------
 COORDINATOR_STATES = tuple(TXN_STATES[code] for code in sorted(TXN_STATES))
@@ -61,4 +63,6 @@ ALERT_FIELDS = (
     "abort_command_new", "abort_command_legacy", "required_permission", "resolution",
     # additions beyond the minimum contract (documented in docs/alerts.md)
     "threshold_ms", "clock_skew", "input", "verify_hint",
+    # rules v2 (issue 10): what an unverified finding lacks, how exact its epoch is, its evidence
+    "missing_txn_partitions", "epoch_hint", "evidence",
 )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
+from streaming.alerts import AlertConfig, Enricher
 from streaming.normalize import route_coordinator_records, txn_state_events
 from streaming.state_machine import EngineConfig, ProducerState, process_key
 from streaming.verdict import Thresholds
@@ -26,11 +29,19 @@ def marker(off, kind="COMMIT", ts=T0, epoch=0, ce=4, pid=7, topic="t", partition
                 event_time_ms=ts)
 
 
-def coord(state, partitions, pid=7, ts=T0, tid="app", ple=3, start=T0, timeout=60_000, tombstone=False):
+def coord(state, partitions, pid=7, ts=T0, tid="app", ple=3, start=T0, timeout=60_000, tombstone=False, epoch=0,
+          updated=None):
     return dict(kind="txn_state", topic="__transaction_state", partition=1, producer_id=None if tombstone else pid,
-                producer_epoch=0, first_offset=0, transactional_id=tid, tombstone=tombstone, txn_state=state,
+                producer_epoch=epoch, first_offset=0, transactional_id=tid, tombstone=tombstone, txn_state=state,
                 txn_partitions=partitions, txn_timeout_ms=timeout, txn_start_ts=start, coordinator_epoch=ple,
-                event_time_ms=ts)
+                txn_last_update_ts=updated, event_time_ms=ts)
+
+
+def snapshot(first, last, ts, epoch, ce, snap, pid=7, topic="t", partition=0):
+    """P's entry in tp's newest producer snapshot at offset ``snap`` (first None: nothing open)."""
+    return dict(kind="snapshot", topic=topic, partition=partition, producer_id=pid, producer_epoch=epoch,
+                first_offset=first, last_offset=last, last_ts=ts, coordinator_epoch=ce, snapshot_offset=snap,
+                event_time_ms=ts, source="segments")
 
 
 def step(events, doc, now, cfg=CFG, pid=7):
@@ -78,8 +89,9 @@ def test_lifecycle_late_to_hanging_to_resolved_each_once():
     assert out == []  # re-evaluation without change emits nothing
     out, doc, _ = step([coord("CompleteCommit", [], ts=T0 + TH + 200)], doc, T0 + TH + 200)
     assert [(o["status"], o["cause"]) for o in out] == [("hanging", "coordinator-finished-without-partition")]
-    # not read from the log start, no marker, no snapshot: the coordinator's partition epoch
-    assert (out[0]["coordinator_epoch"], out[0]["coordinator_epoch_source"]) == (3, "coordinator-partition")
+    # no marker, no snapshot, not read from offset 0, no marker of P anywhere: unknown. (Rules v1 gave
+    # 3 from the __transaction_state partition's leader epoch: that rule is withdrawn, it can fence.)
+    assert (out[0]["coordinator_epoch"], out[0]["coordinator_epoch_source"]) == (None, "unknown")
     out, doc, _ = step([marker(20, kind="ABORT", ts=T0 + TH + 300)], doc, T0 + TH + 300)
     assert [(o["status"], o["resolution"]) for o in out] == [("resolved", "aborted")]
     out, doc, _ = step([], doc, T0 + 3 * TH)
@@ -163,3 +175,120 @@ def test_route_coordinator_records_fans_out_to_previous_and_tombstoned_ids():
     assert got == [(0, 10), (1, 11), (1, 10), (2, 11)]
     assert known == {}
     assert isinstance(routed, pd.DataFrame)
+
+
+def _finding(out):
+    return [(o["status"], o["cause"], o["verified"], o["first_offset"], o["producer_epoch"], o["coordinator_epoch"],
+             o["coordinator_epoch_source"]) for o in out]
+
+
+def test_empty_marker_teaches_no_epoch():
+    # COMMIT at 1 (coordinator epoch 4), then an empty control batch at 3 left by the cleaner with a
+    # garbage epoch 9 in its header: it closes the transaction but teaches neither a coordinator
+    # epoch for last-marker nor a producer epoch for E.
+    evs = [data(0, epoch=1), marker(1, epoch=1, ce=4), data(2, epoch=1), marker(3, kind="EMPTY", epoch=9, ce=None),
+           data(4, epoch=1)]
+    out, doc, _ = step(evs, None, T0 + TH + 1, cfg=NOCOORD)
+    p = ProducerState.from_json(7, doc).parts["t\t0"]
+    assert p["last_marker"] == {"offset": 3, "producer_epoch": 9, "coordinator_epoch": None, "kind": None,
+                                "timestamp": T0}
+    assert p["max_epoch"] == 1
+    # rule 2 needs the last marker's epoch; rule 5 takes P's highest known marker epoch (4)
+    assert _finding(out) == [("hanging", "exceeds-max-timeout", False, 4, 1, 4, "producer-last-marker")]
+
+
+def test_write_after_marker_needs_the_markers_epoch():
+    # same epoch: the late-produce pattern (KAFKA-9144)
+    evs = [data(0, epoch=6), marker(1, epoch=6, ce=5), data(2, epoch=6), coord("CompleteCommit", [], epoch=6)]
+    out, _, _ = step(evs, None, T0 + TH + 1)
+    assert _finding(out) == [("hanging", "write-after-marker", True, 2, 6, 5, "last-marker")]
+    # the marker's epoch is below O's: the next transaction of a bumped producer, which the
+    # coordinator finished without tp — not the late-produce pattern
+    evs = [data(0, epoch=6), marker(1, epoch=6, ce=5), data(2, epoch=7), coord("CompleteCommit", [], epoch=7)]
+    out, _, _ = step(evs, None, T0 + TH + 1)
+    assert _finding(out) == [("hanging", "coordinator-finished-without-partition", True, 2, 7, 5, "last-marker")]
+
+
+def test_prepare_whose_marker_landed_is_hanging_and_late_carries_its_epoch():
+    # PrepareCommit written at T0+100; its COMMIT marker for t-0 landed at T0+200 (epoch 3), then
+    # P wrote again at 6: the coordinator dropped t-0 from its pending set, nothing will close O.
+    prep = coord("PrepareCommit", ["t-0"], epoch=3, updated=T0 + 100, ts=T0 + 100)
+    evs = [data(0, epoch=3), prep, marker(5, epoch=3, ce=2, ts=T0 + 200), data(6, epoch=3, ts=T0 + 300)]
+    out, _, _ = step(evs, None, T0 + 300 + TH + 1)
+    assert _finding(out) == [("hanging", "write-after-marker", True, 6, 3, 2, "last-marker")]
+    # the marker before O is older than the prepare: the coordinator's markers are still pending
+    evs = [data(0, epoch=3), marker(5, epoch=3, ce=2, ts=T0 + 50), prep, data(6, epoch=3, ts=T0 + 300)]
+    out, _, _ = step(evs, None, T0 + 300 + TH + 1)
+    # late: the epoch and its source are informational (never a command)
+    assert _finding(out) == [("late", "markers-pending", True, 6, 3, 2, "last-marker")]
+
+
+def test_snapshot_rows_below_its_offset_are_preview_only():
+    # tp seeded from its snapshot at 100: P's entry says a transaction is open from 60 (epoch 1,
+    # coordinator epoch 3, last write T0-4000). Segments below 100 are still read: they only extend
+    # the first-write time and the data-loss preview; the marker at 22 (epoch 9) teaches nothing.
+    pre = [data(20, 21, ts=T0 - 9000, epoch=1, snapshot_offset=100),
+           marker(22, epoch=1, ce=9, ts=T0 - 8000) | {"snapshot_offset": 100},
+           data(60, 64, ts=T0 - 5000, epoch=1, snapshot_offset=100),
+           data(80, 80, ts=T0 - 4000, epoch=1, snapshot_offset=100)]
+    snap = snapshot(60, 80, T0 - 4000, epoch=1, ce=3, snap=100)
+    expected = [("hanging", "exceeds-max-timeout", False, 60, 1, 3, "snapshot")]
+    for calls in ([pre + [snap]], [pre, [snap]]):  # one call (snapshot applied first) or preview first
+        doc = None
+        for evs in calls:
+            out, doc, _ = step(evs, doc, T0 - 5000 + TH + 1, cfg=NOCOORD)
+        assert _finding(out) == expected
+        o = out[0]
+        assert (o["first_ts"], o["last_ts"], o["last_offset"], o["batches"], o["records"], o["bytes"]) == (
+            T0 - 5000, T0 - 4000, 80, 2, 6, 200)
+        p = ProducerState.from_json(7, doc).parts["t\t0"]
+        assert p["last_marker"] is None and p["max_marker_ce"] == -1
+
+
+def test_producer_absent_from_snapshot_holds_epoch_zero():
+    # tp seeded from a snapshot at 100 without an entry for P: P had no state there. A preview row
+    # opens nothing, a preview marker (coordinator epoch 7) teaches nothing; the transaction at 120
+    # is judged with the snapshot rule: absent → 0 (exact).
+    evs = [data(40, snapshot_offset=100), marker(50, ce=7) | {"snapshot_offset": 100},
+           data(120, snapshot_offset=100)]
+    out, doc, _ = step(evs, None, T0 + TH + 1, cfg=NOCOORD)
+    assert _finding(out) == [("hanging", "exceeds-max-timeout", False, 120, 0, 0, "snapshot")]
+    assert ProducerState.from_json(7, doc).parts["t\t0"]["snapshot"] == {"offset": 100, "present": False,
+                                                                         "coordinator_epoch": -1}
+
+
+def test_open_snapshot_entry_below_log_start_is_a_finding_with_data_deleted():
+    # retention moved tp's log start to 500; the newest snapshot (600) still holds P's transaction
+    # open from 10, which pins the LSO there: a finding, its data deleted.
+    out, _, _ = step([snapshot(10, 12, T0, epoch=2, ce=4, snap=600)], None, T0 + TH + 1, cfg=NOCOORD)
+    assert _finding(out) == [("hanging", "exceeds-max-timeout", False, 10, 2, 4, "snapshot")]
+    e = Enricher(AlertConfig(txn_state_partitions=50))
+    progress = [{"topic": "t", "partition": 0, "log_start_offset": 500, "lso": 10, "high_watermark": 700,
+                 "now_ms": T0 + TH + 1}]
+    (a,) = e.process(out, progress)
+    assert (a["data_deleted"], a["pins_lso"], a["coordinator_epoch"], a["coordinator_epoch_source"]) == (
+        True, True, 4, "snapshot")
+    assert a["abort_command_legacy"].endswith("--producer-id 7 --producer-epoch 2 --coordinator-epoch 4")
+
+
+def test_producer_last_marker_across_partitions_and_log_start():
+    # O on t-0: no marker there, not read from 0. P's markers elsewhere: t-1 (coordinator epoch 6),
+    # t-2 (8): the highest one errs low at worst.
+    evs = [data(0, partition=1), marker(1, ce=6, partition=1), data(0, partition=2), marker(1, ce=8, partition=2),
+           data(5)]
+    out, _, _ = step(evs, None, T0 + TH + 1, cfg=NOCOORD)
+    assert _finding(out) == [("hanging", "exceeds-max-timeout", False, 5, 0, 8, "producer-last-marker")]
+    # t-0 read from offset 0 and no marker of P there: the broker's entry never saw one → 0
+    out, _, _ = step(evs[:4] + [data(5, read_from_zero=True)], None, T0 + TH + 1, cfg=NOCOORD)
+    assert _finding(out) == [("hanging", "exceeds-max-timeout", False, 5, 0, 0, "log-start")]
+
+
+def test_state_row_carries_its_evidence():
+    out, _, _ = step([data(0, epoch=2), marker(1, epoch=2, ce=5), data(2, epoch=2), coord("CompleteCommit", [])],
+                     None, T0 + TH + 1)
+    ev = json.loads(out[0]["evidence"])
+    assert ev["txn"]["prev_marker"] == {"offset": 1, "producer_epoch": 2, "coordinator_epoch": 5, "kind": "COMMIT",
+                                        "timestamp": T0}
+    assert (ev["view"]["mapped"], ev["view"]["txn_partition"], ev["view"]["record"]["state"]) == (
+        True, 1, "CompleteCommit")
+    assert ev["thresholds"] == {"max_timeout_ms": 900_000, "padding_ms": 300_000}

@@ -1,197 +1,463 @@
-"""Every branch of spec/detection.md §3 and every coordinator-epoch source of §4."""
+"""Every branch of spec/detection.md §3 (with §3.1 and the refinements) and every §4 epoch source.
+
+Expected values are written by hand; the evidence objects are built literally in each test.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import json
+import shlex
+
 import pytest
 
-from streaming.alerts import AlertConfig, abort_commands, finalize, shell_quote
+from streaming.alerts import AlertConfig, abort_commands, shell_quote
 from streaming.verdict import (
+    EPOCH_SOURCES,
+    CoordinatorRecord,
     CoordinatorView,
+    DescribeProducersAnswer,
     EpochEvidence,
+    Marker,
     OpenTxn,
+    SnapshotSeed,
     Thresholds,
     coordinator_epoch_for,
+    evidence_from_dict,
     judge,
+    marker_landed,
     threshold_for,
+    to_dict,
+    txn_from_dict,
+    view_from_dict,
 )
 
 T0 = 1_700_000_000_000
 TH = Thresholds()  # 15 min + 5 min
 THRESHOLD = 1_200_000
+LATE = T0 + 2 * THRESHOLD  # a "now" well past the threshold
+ALL50 = frozenset(range(50))
 
 
-def txn(first_ts=T0, last_ts=None, follows_marker=False, epoch=3):
-    return OpenTxn("orders", 0, 42, 100, 120, first_ts, last_ts if last_ts is not None else first_ts + 10, epoch,
-                   follows_marker)
+def txn(first_ts=T0, last_ts=None, epoch=3, first_epoch=3, prev_marker=None, first_offset=100):
+    return OpenTxn("orders", 0, 42, first_offset, first_offset + 20, first_ts,
+                   last_ts if last_ts is not None else first_ts + 10, epoch, first_epoch, prev_marker)
 
 
-def coord(state="Ongoing", partitions=("orders-0",), timeout_ms=60_000, start_ts=T0, pid=42, ple=7):
-    return CoordinatorView("app-1", state, pid, 3, partitions, timeout_ms, start_ts, ple)
+def rec(state="Ongoing", partitions=("orders-0",), timeout_ms=60_000, start_ts=T0, pid=42, epoch=3,
+        last_update_ts=T0 + 5_000):
+    return CoordinatorRecord("app-1", state, pid, epoch, partitions, timeout_ms, start_ts, last_update_ts)
 
 
-def run(now, c=None, available=True, t=None, ev=None, th=TH):
-    return judge(t or txn(), c, coordinator_available=available, now_ms=now, thresholds=th,
-                 evidence=ev or EpochEvidence(last_marker_epoch=5, had_marker=True))
+def mapped(r=None, **kw):
+    """P's transactional id was read (in partition 12); ``r`` None = tombstoned / superseded."""
+    return CoordinatorView(current=True, mapped=True, record=r, txn_partition=12, **kw)
 
+
+UNMAPPED_PARTIAL = CoordinatorView(current=True, partition_count=50, read_partitions=frozenset({3, 12, 30}))
+UNMAPPED_COMPLETE = CoordinatorView(current=True, partition_count=50, read_partitions=ALL50, all_coordinators_max=13)
+NO_SOURCE = CoordinatorView(current=False, partition_count=4, read_partitions=frozenset())
+
+M5 = Marker(offset=90, producer_epoch=3, coordinator_epoch=5, kind="COMMIT", timestamp=T0 - 1_000)
+EV = EpochEvidence(last_marker=M5, producer_max_marker_epoch=5)
+
+
+def run(now=LATE, view=UNMAPPED_COMPLETE, t=None, ev=EV, th=TH):
+    return judge(t or txn(), view, ev, now_ms=now, thresholds=th)
+
+
+# --- §2/§3 threshold and clock ------------------------------------------------------------------
 
 def test_threshold_is_max_of_broker_and_producer_timeout_plus_padding():
-    assert threshold_for(TH, None) == THRESHOLD
-    assert threshold_for(TH, coord(timeout_ms=3_600_000)) == 3_600_000 + 300_000
-    assert threshold_for(Thresholds(60_000, 0), coord(timeout_ms=1_000)) == 60_000
+    assert threshold_for(TH, None) == 1_200_000
+    assert threshold_for(TH, rec(timeout_ms=3_600_000)) == 3_900_000
+    assert threshold_for(Thresholds(60_000, 0), rec(timeout_ms=1_000)) == 60_000
 
 
-def test_open_until_strictly_past_threshold():
-    assert run(T0 + THRESHOLD, None).status == "open"
-    v = run(T0 + THRESHOLD + 1, None)
-    assert v.status == "hanging" and v.cause == "coordinator-unaware"
+def test_open_until_strictly_past_threshold_then_no_epoch():
+    v = run(now=T0 + 1_200_000)
+    assert (v.status, v.cause, v.coordinator_epoch, v.coordinator_epoch_source) == ("open", None, None, None)
+    v = run(now=T0 + 1_200_001)
+    assert (v.status, v.cause, v.verified) == ("hanging", "coordinator-unaware", True)
 
 
 def test_age_is_measured_from_first_write_not_last():
-    # a zombie that keeps appending (last write 1 s ago) is still caught
-    v = run(T0 + THRESHOLD + 1, None, t=txn(last_ts=T0 + THRESHOLD))
-    assert v.status == "hanging" and v.idle_ms == 1 and v.open_ms == THRESHOLD + 1
+    v = run(now=T0 + 1_200_001, t=txn(last_ts=T0 + 1_200_000))
+    assert (v.status, v.open_ms, v.idle_ms) == ("hanging", 1_200_001, 1)
 
 
-def test_coordinator_unaware_when_no_record_maps_to_pid():
-    v = run(T0 + 2 * THRESHOLD, None)
+def test_clock_skew_clamped_and_flagged():
+    v = run(now=T0 - 5, t=txn(first_ts=T0, last_ts=T0 + 10))
+    assert (v.status, v.open_ms, v.idle_ms, v.clock_skew) == ("open", 0, 0, True)
+
+
+def test_producer_timeout_only_counts_with_a_current_record():
+    long_timeout = rec(timeout_ms=3_600_000)
+    assert run(now=T0 + 2_000_000, view=mapped(long_timeout)).status == "open"
+    stale = dataclasses.replace(mapped(long_timeout), current=False)
+    v = run(now=T0 + 2_000_000, view=stale)
+    assert (v.status, v.cause, v.threshold_ms) == ("hanging", "exceeds-max-timeout", 1_200_000)
+
+
+# --- §3.1 the coordinator view --------------------------------------------------------------------
+
+def test_unmapped_with_complete_view_is_coordinator_unaware_verified():
+    v = run(view=UNMAPPED_COMPLETE)
+    assert (v.status, v.cause, v.verified, v.missing_txn_partitions) == ("hanging", "coordinator-unaware", True, None)
+
+
+def test_unmapped_with_incomplete_view_is_unverified_and_lists_missing_partitions():
+    v = run(view=UNMAPPED_PARTIAL)
+    assert (v.status, v.cause, v.verified) == ("hanging", "exceeds-max-timeout", False)
+    assert v.missing_txn_partitions == tuple(p for p in range(50) if p not in (3, 12, 30))
+    assert len(v.missing_txn_partitions) == 47
+
+
+def test_one_missing_partition_is_enough_to_forbid_unaware():
+    view = CoordinatorView(current=True, partition_count=50, read_partitions=ALL50 - {49}, all_coordinators_max=13)
+    v = run(view=view, ev=EpochEvidence())
+    assert (v.cause, v.verified, v.missing_txn_partitions) == ("exceeds-max-timeout", False, (49,))
+    assert (v.coordinator_epoch, v.coordinator_epoch_source) == (None, "unknown")
+
+
+def test_state_call_without_global_facts_is_unverified_with_unknown_missing_list():
+    v = run(view=CoordinatorView(current=True))
+    assert (v.cause, v.verified, v.missing_txn_partitions) == ("exceeds-max-timeout", False, None)
+
+
+def test_no_coordinator_source_is_unverified_and_every_partition_missing():
+    v = run(view=NO_SOURCE)
+    assert (v.status, v.cause, v.verified, v.missing_txn_partitions) == (
+        "hanging", "exceeds-max-timeout", False, (0, 1, 2, 3))
+    assert v.threshold_ms == 1_200_000
+
+
+def test_lagging_source_ignores_even_a_record_that_owns_the_partition():
+    view = dataclasses.replace(mapped(rec(state="PrepareCommit")), current=False)
+    v = run(view=view)
+    assert (v.status, v.cause, v.verified) == ("hanging", "exceeds-max-timeout", False)
+
+
+def test_tombstoned_or_superseded_id_in_a_read_partition_proves_unknown_even_when_incomplete():
+    v = run(view=mapped(None, partition_count=50, read_partitions=frozenset({12})))
     assert (v.status, v.cause, v.verified) == ("hanging", "coordinator-unaware", True)
-    assert (v.producer_epoch, v.coordinator_epoch, v.coordinator_epoch_source) == (3, 5, "last-marker")
+    assert v.missing_txn_partitions is None
 
+
+def test_mapping_from_a_partition_not_read_up_to_now_is_not_current():
+    view = mapped(rec(state="PrepareCommit"), partition_count=50, read_partitions=ALL50 - {12})
+    v = run(view=view)
+    assert (v.status, v.cause, v.verified) == ("hanging", "exceeds-max-timeout", False)
+    assert v.missing_txn_partitions == (12,)
+
+
+def test_record_without_mapping_is_rejected():
+    with pytest.raises(ValueError, match="mapped=True"):
+        CoordinatorView(current=True, record=rec())
+
+
+def test_record_of_another_producer_id_is_rejected():
+    with pytest.raises(ValueError, match="producer id 7 passed for producer id 42"):
+        run(view=mapped(rec(pid=7)))
+
+
+# --- §3 coordinator record branches ---------------------------------------------------------------
 
 @pytest.mark.parametrize("state", ["PrepareCommit", "PrepareAbort"])
 def test_markers_pending_is_late(state):
-    v = run(T0 + 2 * THRESHOLD, coord(state=state))
-    assert (v.status, v.cause) == ("late", "markers-pending")
-    assert v.coordinator_epoch is None and v.coordinator_epoch_source is None  # never a command for late
+    v = run(view=mapped(rec(state=state)))
+    assert (v.status, v.cause, v.verified) == ("late", "markers-pending", True)
+    # late findings carry the epoch, informational (never a command: alerts.py)
+    assert (v.coordinator_epoch, v.coordinator_epoch_source) == (5, "last-marker")
 
 
-def test_ongoing_coordinator_stuck_vs_long_transaction():
-    now = T0 + 2 * THRESHOLD
-    stuck = run(now, coord(state="Ongoing", timeout_ms=60_000, start_ts=T0))
-    assert (stuck.status, stuck.cause) == ("late", "coordinator-stuck")
-    # a producer with a long transaction.timeout.ms: its coordinator has not timed it out yet
-    long_ = run(now, coord(state="Ongoing", timeout_ms=3 * THRESHOLD, start_ts=T0),
-                t=txn(first_ts=now - 3 * THRESHOLD - 300_001 + 1))
-    assert long_.status == "open"
-    # the coordinator's current transaction started recently and lists the partition: the old
-    # open data joined it (markers close whatever is open), so its marker will close it
-    long_ = run(now, coord(state="Ongoing", timeout_ms=60_000, start_ts=now - 1_000))
-    assert (long_.status, long_.cause) == ("late", "long-transaction")
+def test_ongoing_coordinator_stuck():
+    v = run(view=mapped(rec(state="Ongoing", timeout_ms=60_000, start_ts=T0)))
+    assert (v.status, v.cause) == ("late", "coordinator-stuck")
 
 
-@pytest.mark.parametrize("state", ["Empty", "CompleteCommit", "CompleteAbort"])
-def test_coordinator_finished_without_partition(state):
-    v = run(T0 + 2 * THRESHOLD, coord(state=state, partitions=() if state != "Empty" else None))
+def test_ongoing_long_transaction():
+    # the coordinator's current transaction started 1 s ago and lists the partition
+    v = run(view=mapped(rec(state="Ongoing", timeout_ms=60_000, start_ts=LATE - 1_000)))
+    assert (v.status, v.cause) == ("late", "long-transaction")
+    # without a start time the coordinator is not proven stuck
+    v = run(view=mapped(rec(state="Ongoing", start_ts=-1)))
+    assert (v.status, v.cause) == ("late", "long-transaction")
+
+
+@pytest.mark.parametrize("state,parts", [("Empty", None), ("CompleteCommit", ()), ("CompleteAbort", ())])
+def test_coordinator_finished_without_partition(state, parts):
+    v = run(view=mapped(rec(state=state, partitions=parts)))
     assert (v.status, v.cause, v.verified) == ("hanging", "coordinator-finished-without-partition", True)
 
 
 def test_ongoing_without_this_partition_is_hanging():
-    v = run(T0 + 2 * THRESHOLD, coord(state="Ongoing", partitions=("orders-1", "other-0")))
+    v = run(view=mapped(rec(state="Ongoing", partitions=("orders-1", "other-0"))))
     assert (v.status, v.cause) == ("hanging", "coordinator-finished-without-partition")
 
 
-def test_write_after_marker_refinement():
-    v = run(T0 + 2 * THRESHOLD, coord(state="CompleteCommit", partitions=()), t=txn(follows_marker=True))
+def test_write_after_marker_needs_same_epoch_as_first_batch():
+    done = mapped(rec(state="CompleteCommit", partitions=()))
+    same = Marker(90, 3, 5, "COMMIT", T0 - 1_000)
+    v = run(view=done, t=txn(first_epoch=3, prev_marker=same))
     assert (v.status, v.cause) == ("hanging", "write-after-marker")
+    # TV2 / fencing: the marker carried epoch 4, the data 3 -> not the late-produce pattern
+    higher = Marker(90, 4, 5, "COMMIT", T0 - 1_000)
+    v = run(view=done, t=txn(first_epoch=3, epoch=4, prev_marker=higher))
+    assert (v.status, v.cause) == ("hanging", "coordinator-finished-without-partition")
+    # previous event unknown (O seeded from a snapshot / read gap)
+    v = run(view=done, t=txn(prev_marker=None))
+    assert v.cause == "coordinator-finished-without-partition"
 
 
-def test_no_coordinator_view_is_unverified_exceeds_max_timeout():
-    v = run(T0 + 2 * THRESHOLD, None, available=False)
-    assert (v.status, v.cause, v.verified) == ("hanging", "exceeds-max-timeout", False)
-    # without a coordinator view the producer's own timeout is unknown: broker maximum applies
-    assert v.threshold_ms == THRESHOLD
+# --- §3 refinement: Prepare* whose marker already landed on tp ------------------------------------
+
+PREP_TS = T0 + 5_000  # TransactionLastUpdateTimestampMs of the PrepareCommit record
 
 
-def test_clock_skew_clamped_and_flagged():
-    v = run(T0 - 5, None, t=txn(first_ts=T0, last_ts=T0 + 10))
-    assert v.status == "open" and v.open_ms == 0 and v.idle_ms == 0 and v.clock_skew
+@pytest.mark.parametrize("state,kind", [("PrepareCommit", "COMMIT"), ("PrepareAbort", "ABORT")])
+def test_prepare_with_its_marker_already_on_tp_is_write_after_marker(state, kind):
+    landed = Marker(offset=95, producer_epoch=3, coordinator_epoch=6, kind=kind, timestamp=PREP_TS + 20)
+    t = txn(first_offset=100, first_epoch=3, prev_marker=landed)
+    v = run(view=mapped(rec(state=state, last_update_ts=PREP_TS)), t=t, ev=EpochEvidence(last_marker=landed))
+    assert (v.status, v.cause, v.verified) == ("hanging", "write-after-marker", True)
+    assert (v.coordinator_epoch, v.coordinator_epoch_source) == (6, "last-marker")
 
 
-# --- §4 coordinator epoch sources, first rule that applies ---------------------------------------
-
-def test_source_last_marker_wins():
-    ev = EpochEvidence(last_marker_epoch=9, had_marker=True, read_from_log_start=True, snapshot_epoch=2)
-    assert coordinator_epoch_for(ev, coord(ple=11), True) == (9, "last-marker")
-
-
-def test_source_log_start_when_no_marker_ever():
-    ev = EpochEvidence(read_from_log_start=True, snapshot_epoch=2)
-    assert coordinator_epoch_for(ev, coord(ple=11), True) == (0, "log-start")
+def test_prepare_marker_landed_with_unknown_previous_event_is_finished_without_partition():
+    landed = Marker(95, 3, 6, "COMMIT", PREP_TS + 20)
+    v = run(view=mapped(rec(state="PrepareCommit", last_update_ts=PREP_TS)),
+            t=txn(prev_marker=None), ev=EpochEvidence(last_marker=landed))
+    assert (v.status, v.cause) == ("hanging", "coordinator-finished-without-partition")
 
 
-def test_log_start_not_used_when_a_marker_of_unknown_epoch_exists():
+@pytest.mark.parametrize("marker,why", [
+    (Marker(95, 3, 6, "COMMIT", PREP_TS - 20), "before the prepare time: the previous transaction's marker"),
+    (Marker(95, 3, 6, "COMMIT", PREP_TS), "same millisecond: not strictly after"),
+    (Marker(95, 2, 6, "COMMIT", PREP_TS + 20), "another producer epoch"),
+    (Marker(95, 3, 6, "ABORT", PREP_TS + 20), "the other result"),
+    (Marker(95, 3, None, None, PREP_TS + 20), "an empty control batch: result unknown"),
+])
+def test_prepare_marker_not_identified_stays_markers_pending(marker, why):
+    v = run(view=mapped(rec(state="PrepareCommit", last_update_ts=PREP_TS)),
+            t=txn(prev_marker=marker), ev=EpochEvidence(last_marker=marker))
+    assert (v.status, v.cause) == ("late", "markers-pending"), why
+
+
+def test_marker_landed_predicate():
+    r = rec(state="PrepareAbort", epoch=4, last_update_ts=PREP_TS)
+    assert marker_landed(r, Marker(95, 4, 6, "ABORT", PREP_TS + 1), first_offset=100) is True
+    assert marker_landed(r, Marker(100, 4, 6, "ABORT", PREP_TS + 1), first_offset=100) is False  # not before O
+    assert marker_landed(r, None, first_offset=100) is False
+    assert marker_landed(rec(state="Ongoing"), Marker(95, 3, 6, "COMMIT", PREP_TS + 1), 100) is False
+    assert marker_landed(dataclasses.replace(r, last_update_ts=-1), Marker(95, 4, 6, "ABORT", PREP_TS + 1), 100) is False
+
+
+# --- §4 coordinator epoch sources, first rule that applies ----------------------------------------
+
+def ce(ev, view=UNMAPPED_PARTIAL, t=None):
+    c = coordinator_epoch_for(t or txn(), view, ev)
+    return c.epoch, c.source
+
+
+def test_describe_producers_is_exact_and_wins():
+    dp = DescribeProducersAnswer(found=True, producer_epoch=4, coordinator_epoch=9, current_txn_start_offset=100)
+    assert ce(dataclasses.replace(EV, describe_producers=dp)) == (9, "describe-producers")
+    dp_none = DescribeProducersAnswer(found=True, producer_epoch=4, coordinator_epoch=-1, current_txn_start_offset=100)
+    assert ce(EpochEvidence(describe_producers=dp_none)) == (0, "describe-producers")
+    # the legacy E is the leader's current epoch for the producer
+    v = run(ev=dataclasses.replace(EV, describe_producers=dp))
+    assert (v.producer_epoch, v.coordinator_epoch, v.blocked) == (4, 9, None)
+
+
+@pytest.mark.parametrize("dp,seen", [
+    (DescribeProducersAnswer(True, 3, 9, 150), "CurrentTxnStartOffset 150"),
+    (DescribeProducersAnswer(True, 3, 9, -1), "CurrentTxnStartOffset -1"),
+    (DescribeProducersAnswer(False), "no entry for the producer"),
+])
+def test_describe_producers_mismatch_blocks_the_finding(dp, seen):
+    v = run(ev=dataclasses.replace(EV, describe_producers=dp))
+    assert (v.coordinator_epoch, v.coordinator_epoch_source) == (None, None)
+    assert v.blocked == (f"DescribeProducers on orders-0's leader reports {seen} for producer 42, not first "
+                         "offset 100: re-read orders-0 before emitting this finding")
+
+
+def test_last_marker():
+    assert ce(EpochEvidence(last_marker=M5, read_from_zero=True, producer_max_marker_epoch=8)) == (5, "last-marker")
+
+
+def test_last_marker_at_or_after_snapshot_offset_counts():
+    snap = SnapshotSeed(offset=90, present=True, coordinator_epoch=2)
+    assert ce(EpochEvidence(last_marker=M5, snapshot=snap)) == (5, "last-marker")  # M5 at offset 90
+
+
+def test_marker_below_snapshot_offset_is_not_last_marker():
+    snap = SnapshotSeed(offset=91, present=True, coordinator_epoch=2)
+    assert ce(EpochEvidence(last_marker=M5, snapshot=snap, producer_max_marker_epoch=5)) == (2, "snapshot")
+
+
+def test_snapshot_entry_minus_one_is_zero_and_absent_producer_is_zero():
+    assert ce(EpochEvidence(snapshot=SnapshotSeed(80, True, -1))) == (0, "snapshot")
+    assert ce(EpochEvidence(snapshot=SnapshotSeed(80, True, 6))) == (6, "snapshot")
+    assert ce(EpochEvidence(snapshot=SnapshotSeed(80, False), producer_max_marker_epoch=9)) == (0, "snapshot")
+
+
+def test_empty_marker_after_snapshot_disables_snapshot_and_last_marker():
+    empty = Marker(95, 3, None, None, T0)
+    ev = EpochEvidence(last_marker=empty, snapshot=SnapshotSeed(80, True, 6), read_from_zero=True,
+                       producer_max_marker_epoch=4)
+    assert ce(ev) == (4, "producer-last-marker")
+
+
+def test_log_start_only_from_offset_zero_without_any_marker():
+    assert ce(EpochEvidence(read_from_zero=True, producer_max_marker_epoch=7)) == (0, "log-start")
+    # read from a log start above 0: P's marker may have been deleted
+    assert ce(EpochEvidence(read_from_zero=False, producer_max_marker_epoch=7))[1] == "producer-last-marker"
+    assert ce(EpochEvidence(read_from_zero=False)) == (None, "unknown")
     # an empty control batch (cleaner) proves a marker existed: 0 might be too low
-    ev = EpochEvidence(had_marker=True, read_from_log_start=True, snapshot_epoch=-1)
-    assert coordinator_epoch_for(ev, coord(ple=11), True) == (0, "snapshot")
+    empty = Marker(95, 3, None, None, T0)
+    assert ce(EpochEvidence(last_marker=empty, read_from_zero=True)) == (None, "unknown")
 
 
-def test_source_snapshot_maps_minus_one_to_zero():
-    assert coordinator_epoch_for(EpochEvidence(snapshot_epoch=-1), None, False) == (0, "snapshot")
-    assert coordinator_epoch_for(EpochEvidence(snapshot_epoch=6), None, False) == (6, "snapshot")
+def test_producer_last_marker_and_its_fenced_advice():
+    c = coordinator_epoch_for(txn(), UNMAPPED_PARTIAL, EpochEvidence(producer_max_marker_epoch=7))
+    assert (c.epoch, c.source) == (7, "producer-last-marker")
+    assert c.hint == ("coordinator epoch 7 is the highest among producer 42's markers on the partitions read and "
+                      "may be below what orders-0's leader holds: if the abort is rejected with "
+                      "TRANSACTION_COORDINATOR_FENCED (error 52), provide orders-0's newest producer snapshot or "
+                      "read orders-0 from its log start for the exact epoch; never raise the number by guessing")
 
 
-def test_source_coordinator_partition():
-    assert coordinator_epoch_for(EpochEvidence(), coord(ple=11), True) == (11, "coordinator-partition")
+def test_producer_last_marker_comes_before_all_coordinators_max():
+    assert ce(EpochEvidence(producer_max_marker_epoch=3), view=UNMAPPED_COMPLETE) == (3, "producer-last-marker")
 
 
-def test_source_all_coordinators_max_and_pending():
-    ev = EpochEvidence(all_coordinators_max=13)
-    assert coordinator_epoch_for(ev, None, True) == (13, "all-coordinators-max")
-    assert coordinator_epoch_for(EpochEvidence(), None, True) == (None, "all-coordinators-max")
+def test_all_coordinators_max_only_with_complete_view_and_no_mapping():
+    assert ce(EpochEvidence(), view=UNMAPPED_COMPLETE) == (13, "all-coordinators-max")
+    partial = dataclasses.replace(UNMAPPED_PARTIAL, all_coordinators_max=13)
+    assert ce(EpochEvidence(), view=partial) == (None, "unknown")
+    # complete, but a coordinator maps P: its future markers could be fenced by a higher number
+    owned = mapped(rec(state="CompleteCommit", partitions=()), partition_count=50, read_partitions=ALL50,
+                   all_coordinators_max=13)
+    assert ce(EpochEvidence(), view=owned) == (None, "unknown")
+    # tombstoned: no coordinator maps P any more
+    gone = mapped(None, partition_count=50, read_partitions=ALL50, all_coordinators_max=13)
+    assert ce(EpochEvidence(), view=gone) == (13, "all-coordinators-max")
+    # complete but not current (lagging): never
+    lag = dataclasses.replace(UNMAPPED_COMPLETE, current=False)
+    assert ce(EpochEvidence(), view=lag) == (None, "unknown")
 
 
-def test_source_unknown_without_any_evidence():
-    assert coordinator_epoch_for(EpochEvidence(), None, False) == (None, "unknown")
+def test_unknown_names_the_inputs_that_would_give_it():
+    v = run(view=UNMAPPED_PARTIAL, ev=EpochEvidence())
+    assert (v.coordinator_epoch, v.coordinator_epoch_source) == (None, "unknown")
+    assert v.epoch_hint == ("coordinator epoch of producer 42 on orders-0 unknown, no legacy command: provide "
+                            "orders-0's newest producer snapshot (.snapshot file or its kafka-dump-log.sh dump), or "
+                            "read orders-0 from its log start so the producer's last marker there is found")
 
 
-def test_finalize_fills_all_coordinators_max_or_downgrades_to_unknown():
-    raw = dict(key="c/orders/0/42/100", status="hanging", cause="coordinator-unaware", verified=True, cluster="c",
-               topic="orders", partition=0, producer_id=42, producer_epoch=3, first_offset=100, last_offset=120,
-               first_ts=T0, last_ts=T0, now_ms=T0 + 2 * THRESHOLD, coordinator_epoch=None,
-               coordinator_epoch_source="all-coordinators-max")
-    a = finalize(raw, {"lso": 100, "high_watermark": 500, "log_start_offset": 0}, 17, AlertConfig("k1:9092"))
-    assert a["coordinator_epoch"] == 17 and a["coordinator_epoch_source"] == "all-coordinators-max"
-    assert a["abort_command_legacy"].endswith("--producer-id 42 --producer-epoch 3 --coordinator-epoch 17")
-    assert a["pins_lso"] is True and a["data_deleted"] is False
-    b = finalize(raw, None, None, AlertConfig())
-    assert b["coordinator_epoch_source"] == "unknown" and b["abort_command_legacy"] is None
-    assert b["abort_command_new"] == ("kafka-transactions.sh --bootstrap-server <bootstrap> abort --topic 'orders' "
-                                      "--partition 0 --start-offset 100")
-    assert b["lso"] is None and b["pins_lso"] is None
-    c = finalize(raw, {"lso": 90, "log_start_offset": 150}, 17, AlertConfig())
-    assert c["data_deleted"] is True and c["pins_lso"] is False
+def test_epoch_sources_vocabulary():
+    assert EPOCH_SOURCES == ("describe-producers", "last-marker", "snapshot", "log-start", "producer-last-marker",
+                             "all-coordinators-max", "unknown")
+    with open("streaming/alert.schema.json") as f:
+        schema = json.load(f)
+    assert schema["properties"]["coordinator_epoch_source"]["enum"] == [None, *EPOCH_SOURCES]
 
 
-def test_late_alert_never_has_commands():
-    raw = dict(key="k", status="late", cause="markers-pending", verified=True, cluster="c", topic="t",
-               partition=1, producer_id=1, producer_epoch=0, first_offset=5, coordinator_epoch=4,
-               coordinator_epoch_source="last-marker")
-    a = finalize(raw, None, 9, AlertConfig("b:1"))
-    assert a["abort_command_new"] is None and a["abort_command_legacy"] is None
-    assert a["required_permission"] is None and a["coordinator_epoch"] is None
+# --- two callers, one function ---------------------------------------------------------------------
 
+def test_enrichment_round_trip_and_global_facts():
+    t = txn(prev_marker=M5)
+    state_view = CoordinatorView(current=True)  # the per-producer call: P unmapped, globals unknown
+    ev = EpochEvidence(last_marker=Marker(90, 3, None, None, T0), read_from_zero=False)
+    first = judge(t, state_view, ev, now_ms=LATE, thresholds=TH)
+    assert (first.status, first.cause, first.verified, first.coordinator_epoch_source) == (
+        "hanging", "exceeds-max-timeout", False, "unknown")
+    row = json.loads(json.dumps({"txn": to_dict(t), "view": to_dict(state_view), "ev": to_dict(ev)}))
+    t2, v2, ev2 = txn_from_dict(row["txn"]), view_from_dict(row["view"]), evidence_from_dict(row["ev"])
+    assert (t2, v2, ev2) == (t, state_view, ev)
+    enriched = dataclasses.replace(v2, partition_count=50, read_partitions=ALL50, all_coordinators_max=13)
+    second = judge(t2, enriched, ev2, now_ms=LATE, thresholds=TH)
+    assert (second.status, second.cause, second.verified) == ("hanging", "coordinator-unaware", True)
+    assert (second.coordinator_epoch, second.coordinator_epoch_source) == (13, "all-coordinators-max")
+
+
+def test_view_round_trip_with_record():
+    v = mapped(rec(state="PrepareAbort", partitions=("orders-0", "b-1")), partition_count=50,
+               read_partitions=frozenset({12}), all_coordinators_max=4)
+    assert view_from_dict(json.loads(json.dumps(to_dict(v)))) == v
+
+
+# --- properties over evidence combinations ---------------------------------------------------------
+
+RECORDS = [None, rec(state="Ongoing", start_ts=LATE - 1_000), rec(state="Ongoing"), rec(state="PrepareCommit"),
+           rec(state="PrepareAbort", epoch=4), rec(state="CompleteCommit", partitions=()),
+           rec(state="Empty", partitions=None)]
+READS = [None, frozenset(), frozenset({12}), ALL50 - {7}, ALL50]
+MARKERS = [None, M5, Marker(95, 3, None, None, T0), Marker(95, 3, 6, "COMMIT", T0 + 10_000),
+           Marker(95, 4, 6, "ABORT", T0 + 10_000)]
+SNAPS = [None, SnapshotSeed(92, True, 2), SnapshotSeed(80, False)]
+DPS = [None, DescribeProducersAnswer(True, 3, 11, 100), DescribeProducersAnswer(True, 3, 11, 7)]
+PLANTED = 99  # all_coordinators_max: only ever usable through that rule
+
+
+def views():
+    for current, is_mapped, r, read, n, amax in itertools.product(
+            [True, False], [True, False], RECORDS, READS, [50, None], [None, PLANTED]):
+        if r is not None and not is_mapped:
+            continue
+        yield CoordinatorView(current=current, mapped=is_mapped, record=r, txn_partition=12 if is_mapped else None,
+                              partition_count=n, read_partitions=read, all_coordinators_max=amax)
+
+
+def evidences():
+    for lm, snap, zero, pm, dp in itertools.product(MARKERS, SNAPS, [True, False], [None, 1], DPS):
+        yield EpochEvidence(describe_producers=dp, last_marker=lm, snapshot=snap, read_from_zero=zero,
+                            producer_max_marker_epoch=pm)
+
+
+def test_properties_over_evidence_combinations():
+    count = 0
+    for view in views():
+        complete = (view.current and view.partition_count == 50 and view.read_partitions == ALL50)
+        unmapped = view.record is None and not view.mapped
+        for ev in evidences():
+            for pm in (None, M5):
+                t = txn(prev_marker=pm)
+                v = judge(t, view, ev, now_ms=LATE, thresholds=TH)
+                count += 1
+                assert v.coordinator_epoch_source in (None, *EPOCH_SOURCES)
+                assert v.coordinator_epoch_source != "coordinator-partition"
+                if unmapped and not complete:
+                    assert not v.verified and v.cause == "exceeds-max-timeout", (view, ev)
+                if v.cause == "coordinator-unaware":
+                    assert view.current and (view.mapped or complete)
+                if v.coordinator_epoch == PLANTED:
+                    assert v.coordinator_epoch_source == "all-coordinators-max"
+                if v.coordinator_epoch_source == "all-coordinators-max":
+                    assert complete and view.record is None and ev.producer_max_marker_epoch is None
+                if ev.describe_producers is not None and ev.describe_producers.current_txn_start_offset != 100:
+                    assert v.blocked and v.coordinator_epoch is None
+                if v.coordinator_epoch_source == "unknown":
+                    assert v.coordinator_epoch is None and v.epoch_hint
+                # global facts added by the enrichment never turn late into hanging or back, as long
+                # as P's own coordinator partition stays read
+                if view.read_partitions is not None and (view.txn_partition is None or 12 in view.read_partitions):
+                    bare = dataclasses.replace(view, partition_count=None, read_partitions=None,
+                                               all_coordinators_max=None)
+                    assert judge(t, bare, dataclasses.replace(ev, describe_producers=None), now_ms=LATE,
+                                 thresholds=TH).status == v.status
+    assert count == 2 * sum(1 for _ in views()) * sum(1 for _ in evidences())
+
+
+# --- abort commands (alerts.py helper used by every hanging alert) ---------------------------------
 
 def test_commands_are_shell_safe():
     new, legacy = abort_commands(topic="we'ird $(rm -rf) topic", partition=3, first_offset=7, producer_id=1,
                                  producer_epoch=2, coordinator_epoch=0, cfg=AlertConfig("a:1,b:2"))
-    import shlex
-
     argv = shlex.split(new)
     assert argv[:4] == ["kafka-transactions.sh", "--bootstrap-server", "a:1,b:2", "abort"]
     assert argv[argv.index("--topic") + 1] == "we'ird $(rm -rf) topic"
     assert shlex.split(legacy)[-6:] == ["--producer-id", "1", "--producer-epoch", "2", "--coordinator-epoch", "0"]
     assert shell_quote("a") == "'a'"
-
-
-def test_coordinator_partition_epoch_is_the_partitions_highest_at_enrichment():
-    raw = dict(key="c/orders/0/42/100", status="hanging", cause="coordinator-finished-without-partition",
-               verified=True, cluster="c", topic="orders", partition=0, producer_id=42, producer_epoch=3,
-               first_offset=100, coordinator_epoch=5, coordinator_epoch_source="coordinator-partition",
-               txn_partition=12)
-    # another transactional id's record showed the coordinator moved to leader epoch 8 since
-    a = finalize(raw, None, 9, AlertConfig(), coord_epochs={"__transaction_state-12": 8, "__transaction_state-3": 9})
-    assert (a["coordinator_epoch"], a["coordinator_epoch_source"]) == (8, "coordinator-partition")
-    assert a["abort_command_legacy"].endswith("--coordinator-epoch 8")
-    # never lower than what the producer's own records showed
-    b = finalize(raw, None, 9, AlertConfig(), coord_epochs={"__transaction_state-12": 4})
-    assert b["coordinator_epoch"] == 5

@@ -53,5 +53,5 @@ def test_published_alert_has_exactly_the_alert_fields():
     row = {"key": "c/t/0/7/3", "status": V.HANGING, "cause": V.WRITE_AFTER_MARKER, "verified": True,
            "cluster": "c", "topic": "t", "partition": 0, "producer_id": 7, "producer_epoch": 1, "first_offset": 3,
            "coordinator_epoch": 2, "coordinator_epoch_source": "last-marker"}
-    alert = finalize(row, None, None, AlertConfig("k:9092"))
+    alert = finalize(row, None, AlertConfig("k:9092"))
     assert tuple(alert) == V.ALERT_FIELDS

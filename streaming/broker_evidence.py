@@ -1,0 +1,178 @@
+"""What the driver may ask a live cluster about one finding (WAVE2 contract B, detection.md §4).
+
+The Enricher (``streaming/alerts.py``) calls a :class:`BrokerEvidence` for every late or hanging
+finding. Files and dumps have no broker: they get :class:`NoBrokerEvidence`, whose answers all
+mean "unknown". The live path composes the KIP-664 admin answers (``streaming/broker_confirm.py``)
+with :class:`KafkaLookback` (P's last marker on tp, read from the partition itself).
+
+Every answer is evidence for :func:`streaming.verdict.judge`, never a decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from streaming.verdict import DescribeProducersAnswer, Marker
+
+DEFAULT_LOOKBACK_MAX_BYTES = 1 << 30  # [kafka] lookback_max_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class LookbackResult:
+    """Outcome of reading tp below O's first offset for P's last control batch.
+
+    ``marker``: P's last control batch below O (None: none found in what was read).
+    ``complete``: the read covered every offset from tp's log start up to O, so a missing marker
+    means P has none on tp since the log start. ``read_from_zero``: complete and the log start is
+    0 (nothing ever deleted: detection.md §4 rule 4 applies when no marker was found).
+    ``bytes_read``: bytes fetched. ``reason``: why the answer is partial or absent (limit reached,
+    fetch error, no broker), for the alert's ``epoch_hint``.
+    """
+
+    marker: Marker | None = None
+    complete: bool = False
+    read_from_zero: bool = False
+    bytes_read: int = 0
+    reason: str | None = None
+
+
+class BrokerEvidence(Protocol):
+    """Questions about one finding answered by the cluster; None/empty answers mean unknown."""
+
+    def describe_producers(self, topic: str, partition: int) -> dict[int, DescribeProducersAnswer] | None:
+        """DescribeProducers (KIP-664, 2.8+) of tp's leader keyed by producer id; None when the API
+        is unsupported or unreachable."""
+        ...
+
+    def describe_transaction(self, transactional_id: str) -> dict[str, Any] | None:
+        """DescribeTransactions (KIP-664, 3.0+) answer for one transactional id; None when unsupported."""
+        ...
+
+    def last_marker_before(self, topic: str, partition: int, producer_id: int, first_offset: int) -> LookbackResult:
+        """P's last control batch on tp below ``first_offset`` (headers only, bounded read)."""
+        ...
+
+    def blocked_groups(self, topic: str, partition: int, first_offset: int) -> list[str] | None:
+        """Consumer groups (read_committed) whose position on tp is held at the LSO; None = unknown."""
+        ...
+
+
+class NoBrokerEvidence:
+    """The answers of a job without a broker (files, dumps): everything unknown."""
+
+    def describe_producers(self, topic: str, partition: int) -> dict[int, DescribeProducersAnswer] | None:
+        return None
+
+    def describe_transaction(self, transactional_id: str) -> dict[str, Any] | None:
+        return None
+
+    def last_marker_before(self, topic: str, partition: int, producer_id: int, first_offset: int) -> LookbackResult:
+        return LookbackResult(reason="no broker to read from")
+
+    def blocked_groups(self, topic: str, partition: int, first_offset: int) -> list[str] | None:
+        return None
+
+
+class KafkaLookback(NoBrokerEvidence):
+    """``last_marker_before`` against a live cluster (detection.md §4 rule 2, live path).
+
+    The live source starts reading at the LSO, after P's last marker on tp, so the state never
+    saw it. This reads tp *backwards* from O's first offset in windows (each window read forwards
+    with Fetch, READ_UNCOMMITTED, decoding batch headers only: ``udfs.record_batch.scan_batches``),
+    growing the window 4× each time, until a window holds a control batch of P, tp's log start is
+    reached, or ``max_bytes`` were fetched. Only a window read to its end counts: the last marker
+    of P in the window nearest to O is P's last marker below O. The other questions of
+    :class:`BrokerEvidence` stay unknown here (``streaming/broker_confirm.py`` answers them).
+
+    ``wire``: a :class:`streaming.sources.kafka_wire.KafkaWire` (or a callable returning one, so
+    the connection is only opened when a finding needs it).
+    """
+
+    def __init__(self, wire: Any, *, max_bytes: int = DEFAULT_LOOKBACK_MAX_BYTES, fetch_bytes: int = 1 << 20,
+                 first_window: int = 1000) -> None:
+        self._wire = wire
+        self.max_bytes = max_bytes
+        self.fetch_bytes = fetch_bytes
+        self.first_window = first_window
+
+    def wire(self) -> Any:
+        if callable(self._wire) and not hasattr(self._wire, "fetch"):
+            self._wire = self._wire()
+        return self._wire
+
+    def last_marker_before(self, topic: str, partition: int, producer_id: int, first_offset: int) -> LookbackResult:
+        from streaming.sources.kafka_wire import KafkaWireError
+
+        if self.max_bytes <= 0:
+            return LookbackResult(reason="the look-back for the producer's last marker is off "
+                                         "([kafka] lookback_max_bytes = 0)")
+        try:
+            return self._look_back(topic, partition, producer_id, first_offset)
+        except (KafkaWireError, OSError, ValueError) as exc:
+            return LookbackResult(reason=f"the look-back for the producer's last marker on {topic}-{partition} "
+                                         f"failed: {exc}")
+
+    def _look_back(self, topic: str, partition: int, producer_id: int, first_offset: int) -> LookbackResult:
+        wire = self.wire()
+        offs = wire.offsets([(topic, partition)])[(topic, partition)]
+        if offs.deleted:
+            return LookbackResult(reason=f"{topic}-{partition} no longer exists")
+        log_start = max(offs.log_start, 0)
+        hi, window, spent = first_offset, self.first_window, 0
+        while hi > log_start:
+            lo = max(log_start, hi - window)
+            marker, spent, done = self._scan_window(wire, topic, partition, producer_id, lo, hi, spent)
+            if not done:
+                return LookbackResult(bytes_read=spent, reason=(
+                    f"the look-back for the producer's last marker stopped after {spent} bytes "
+                    f"([kafka] lookback_max_bytes = {self.max_bytes}) at offset {lo} of {topic}-{partition} "
+                    f"(log start {log_start}, finding at {first_offset})"))
+            if marker is not None:
+                return LookbackResult(marker=marker, bytes_read=spent)
+            hi, window = lo, window * 4
+        return LookbackResult(complete=True, read_from_zero=log_start == 0, bytes_read=spent,
+                              reason=None if log_start == 0 else (
+                                  f"no marker of the producer on {topic}-{partition} since its log start "
+                                  f"{log_start} (an earlier one may have been deleted by retention)"))
+
+    def _scan_window(self, wire: Any, topic: str, partition: int, producer_id: int, lo: int, hi: int,
+                     spent: int) -> tuple[Marker | None, int, bool]:
+        """P's last control batch in [lo, hi), bytes spent so far, and whether [lo, hi) was read."""
+        from udfs.model import CONTROL_ABORT, CONTROL_COMMIT
+        from udfs.record_batch import scan_batches
+
+        found: Marker | None = None
+        pos = lo
+        while pos < hi:
+            if spent >= self.max_bytes:
+                return None, spent, False
+            res = wire.fetch(topic, partition, pos, min(self.fetch_bytes, self.max_bytes - spent))
+            if not res.ok:
+                raise ValueError(f"Fetch {topic}-{partition} at offset {pos}: {res.error}")
+            spent += len(res.records)
+            scan = scan_batches(res.records, validate_crc=False, source=f"{topic}-{partition}",
+                                allow_partial_tail=True)
+            c = scan.columns
+            if len(c["base_offset"]) == 0:
+                if not res.records:
+                    raise ValueError(f"Fetch {topic}-{partition} at offset {pos} returned nothing below the "
+                                     f"high watermark {res.high_watermark}")
+                # one batch larger than this fetch: ask again with room for it (KIP-74 brokers
+                # always return one whole batch; older ones need a larger limit)
+                self.fetch_bytes *= 2
+                continue
+            for i in range(len(c["base_offset"])):
+                base, last = int(c["base_offset"][i]), int(c["last_offset"][i])
+                if last < pos or base >= hi:
+                    continue
+                if bool(c["is_control"][i]) and int(c["producer_id"][i]) == producer_id:
+                    ctype = int(c["control_type"][i])
+                    typed = ctype in (CONTROL_ABORT, CONTROL_COMMIT)
+                    ce = int(c["coordinator_epoch"][i])
+                    found = Marker(offset=base, producer_epoch=int(c["producer_epoch"][i]),
+                                   coordinator_epoch=ce if typed and ce >= 0 else None,
+                                   kind=("COMMIT" if ctype == CONTROL_COMMIT else "ABORT") if typed else None,
+                                   timestamp=int(c["max_timestamp"][i]))
+            pos = max(pos, int(c["last_offset"][-1]) + 1)
+        return found, spent, True

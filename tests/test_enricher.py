@@ -1,0 +1,158 @@
+"""The driver-side enrichment: the state's evidence plus the global facts, judged again.
+
+State rows come from the real state function (``process_key``); the Enricher gets the
+``__transaction_state`` progress rows a job would pass through. Expected values by hand.
+"""
+
+from __future__ import annotations
+
+from streaming.alerts import AlertConfig, Enricher
+from streaming.broker_evidence import LookbackResult, NoBrokerEvidence
+from streaming.state_machine import EngineConfig, process_key
+from streaming.verdict import DescribeProducersAnswer, Marker
+
+T0 = 1_700_000_000_000
+TH = 1_200_000
+LIVE = EngineConfig(cluster="c", coordinator_available=True)
+
+
+def data(first, ts=T0, epoch=0, pid=7, **kw):
+    return dict(kind="data", topic="t", partition=0, producer_id=pid, producer_epoch=epoch, first_offset=first,
+                last_offset=first, first_ts=ts, last_ts=ts, batch_count=1, record_count=3, bytes=100,
+                event_time_ms=ts, source="kafka", **kw)
+
+
+def coord(state, partitions, *, txn_partition, pid=7, epoch=0, updated=T0):
+    return dict(kind="txn_state", topic="__transaction_state", partition=txn_partition, producer_id=pid,
+                producer_epoch=epoch, first_offset=0, transactional_id="app", tombstone=False, txn_state=state,
+                txn_partitions=partitions, txn_timeout_ms=60_000, txn_start_ts=T0, txn_last_update_ts=updated,
+                coordinator_epoch=1, event_time_ms=T0)
+
+
+def txn_progress(now, partitions, n=3, leader_epochs=None):
+    """Progress rows of __transaction_state partitions read up to ``now`` (leader epoch per partition)."""
+    return [{"topic": "__transaction_state", "partition": k, "now_ms": now, "txn_partition_count": n,
+             "coordinator_epoch": (leader_epochs or {}).get(k, 5), "high_watermark": 10, "lso": 10}
+            for k in partitions]
+
+
+def state_rows(events, now, pid=7):
+    out, _doc, _timer = process_key(pid, events, None, now_ms=now, cfg=LIVE)
+    return [o for o in out if o["out_kind"] == "alert"]
+
+
+def brief(alerts):
+    return [(a["status"], a["cause"], a["verified"], a["coordinator_epoch"], a["coordinator_epoch_source"],
+             a["missing_txn_partitions"], a["abort_command_legacy"] is not None) for a in alerts]
+
+
+NOW = T0 + TH + 1
+
+
+def test_incomplete_view_is_unverified_and_gives_no_all_coordinators_max_command():
+    # P is mapped by no record; partitions 0 and 1 of 3 were read up to now (leader epochs 5, 7).
+    rows = state_rows([data(10)], NOW)
+    assert [(r["status"], r["cause"], r["verified"]) for r in rows] == [("hanging", "exceeds-max-timeout", False)]
+    e = Enricher(AlertConfig())
+    out = e.process(rows, txn_progress(NOW, [0, 1], leader_epochs={0: 5, 1: 7}))
+    assert brief(out) == [("hanging", "exceeds-max-timeout", False, None, "unknown", [2], False)]
+    assert "__transaction_state partitions 2 were not read" in out[0]["verify_hint"]
+    assert out[0]["evidence"]["first_batch"] == {"offset": 10, "timestamp": T0, "producer_epoch": 0}
+    # the view completes in the next micro-batch (no state row): the open finding is judged again
+    later = NOW + 10_000
+    out = e.process([], txn_progress(later, [0, 1, 2], leader_epochs={0: 5, 1: 7, 2: 6}))
+    assert brief(out) == [("hanging", "coordinator-unaware", True, 7, "all-coordinators-max", None, True)]
+    assert out[0]["abort_command_legacy"].endswith("--producer-id 7 --producer-epoch 0 --coordinator-epoch 7")
+    # each change is published once
+    assert e.process([], txn_progress(later + 10_000, [0, 1, 2])) == []
+
+
+def test_partition_count_from_config_only_when_progress_does_not_say():
+    rows = state_rows([data(10)], NOW)
+    prog = [dict(r, txn_partition_count=None) for r in txn_progress(NOW, [0, 1])]
+    # live: no configured guess — n unknown, the view cannot be complete, nothing is listed
+    assert brief(Enricher(AlertConfig()).process(rows, prog)) == [
+        ("hanging", "exceeds-max-timeout", False, None, "unknown", None, False)]
+    # files: [coordinator] txn_state_partitions = 2 → both read → complete
+    assert brief(Enricher(AlertConfig(txn_state_partitions=2)).process(rows, prog)) == [
+        ("hanging", "coordinator-unaware", True, 5, "all-coordinators-max", None, True)]
+
+
+def test_missing_coordinator_partition_returns_and_maps_p_to_prepare_commit():
+    # P's transactional id lives in __transaction_state-2, whose record says PrepareCommit with t-0:
+    # the state (which cannot know what was read) says late / markers-pending.
+    rows = state_rows([data(10, epoch=1), coord("PrepareCommit", ["t-0"], txn_partition=2, epoch=1)], NOW)
+    assert [(r["status"], r["cause"]) for r in rows] == [("late", "markers-pending")]
+    e = Enricher(AlertConfig())
+    # partition 2 lags: its mapping is not current → only markers-pending could explain O, unverified
+    out = e.process(rows, txn_progress(NOW, [0, 1]))
+    assert brief(out) == [("hanging", "exceeds-max-timeout", False, None, "unknown", [2], False)]
+    assert "(__transaction_state-" in out[0]["verify_hint"]  # names the transactional id's own partition
+    # partition 2 is read up to now again: late, once, with no command
+    out = e.process([], txn_progress(NOW + 5000, [0, 1, 2]))
+    assert brief(out) == [("late", "markers-pending", True, None, "unknown", None, False)]
+    assert out[0]["abort_command_new"] is None and out[0]["evidence"]["coordinator_record"]["state"] == "PrepareCommit"
+    assert e.process([], txn_progress(NOW + 9000, [0, 1, 2])) == []
+
+
+class FakeBroker(NoBrokerEvidence):
+    def __init__(self, dp=None, lookback=None):
+        self.dp, self.lookback, self.calls = dp, lookback, []
+
+    def describe_producers(self, topic, partition):
+        self.calls.append(("describe_producers", topic, partition))
+        return self.dp
+
+    def last_marker_before(self, topic, partition, producer_id, first_offset):
+        self.calls.append(("last_marker_before", topic, partition, producer_id, first_offset))
+        return self.lookback or LookbackResult()
+
+
+def test_describe_producers_is_rule_one_and_a_mismatch_blocks():
+    rows = state_rows([data(10, epoch=1)], NOW)
+    prog = txn_progress(NOW, [0, 1, 2])
+    broker = FakeBroker(dp={7: DescribeProducersAnswer(True, producer_epoch=2, coordinator_epoch=11,
+                                                       current_txn_start_offset=9)})
+    e = Enricher(AlertConfig(), broker=broker)
+    # the leader's transaction for P starts at 9, not 10: re-read first, publish nothing
+    assert e.process(rows, prog) == [] and list(e.pending) == [rows[0]["key"]]
+    broker.dp = {7: DescribeProducersAnswer(True, producer_epoch=2, coordinator_epoch=11, current_txn_start_offset=10)}
+    out = e.process([], txn_progress(NOW + 1000, [0, 1, 2]))
+    assert brief(out) == [("hanging", "coordinator-unaware", True, 11, "describe-producers", None, True)]
+    assert out[0]["producer_epoch"] == 2 and out[0]["evidence"]["describe_producers"]["coordinator_epoch"] == 11
+    assert e.pending == {}
+    # the matching answer is cached for the finding: no further broker calls, nothing republished
+    n = len(broker.calls)
+    assert e.process([], txn_progress(NOW + 2000, [0, 1, 2])) == [] and len(broker.calls) == n
+
+
+def test_look_back_marker_is_last_marker_and_a_stopped_look_back_says_so():
+    rows = state_rows([data(10, epoch=3)], NOW)
+    found = LookbackResult(marker=Marker(offset=4, producer_epoch=3, coordinator_epoch=9, kind="COMMIT",
+                                         timestamp=T0 - 10), bytes_read=700)
+    broker = FakeBroker(lookback=found)
+    out = Enricher(AlertConfig(), broker=broker).process(rows, txn_progress(NOW, [0, 1]))
+    assert brief(out) == [("hanging", "exceeds-max-timeout", False, 9, "last-marker", [2], True)]
+    assert broker.calls[-1] == ("last_marker_before", "t", 0, 7, 10)
+    stopped = LookbackResult(bytes_read=1024, reason="the look-back stopped after 1024 bytes")
+    out = Enricher(AlertConfig(), broker=FakeBroker(lookback=stopped)).process(rows, txn_progress(NOW, [0, 1]))
+    assert brief(out) == [("hanging", "exceeds-max-timeout", False, None, "unknown", [2], False)]
+    assert out[0]["epoch_hint"].endswith("(the look-back stopped after 1024 bytes)")
+    assert out[0]["epoch_hint"] in out[0]["verify_hint"]
+    # the whole partition was read from offset 0 without a marker of P: log-start
+    whole = LookbackResult(complete=True, read_from_zero=True, bytes_read=5000)
+    out = Enricher(AlertConfig(), broker=FakeBroker(lookback=whole)).process(rows, txn_progress(NOW, [0, 1]))
+    assert brief(out) == [("hanging", "exceeds-max-timeout", False, 0, "log-start", [2], True)]
+
+
+def test_resolution_of_a_published_finding_and_of_a_held_one():
+    rows = state_rows([data(10)], NOW)
+    e = Enricher(AlertConfig())
+    e.hold("t-0")  # t-0 not read through now: nothing new is published for it
+    assert e.process(rows, txn_progress(NOW, [0, 1])) == []
+    resolved = dict(rows[0], status="resolved", resolution="aborted", cause=None)
+    assert e.process([resolved], []) == [] and e.pending == {}  # never published: nothing to resolve
+    e.release("t-0")
+    e.process(rows, txn_progress(NOW, [0, 1]))
+    (r,) = e.process([resolved], [])
+    assert (r["status"], r["resolution"], r["abort_command_new"], r["evidence"]) == ("resolved", "aborted", None, None)
