@@ -192,23 +192,31 @@ def to_frame(rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
     """
     import pandas as pd
 
-    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame.from_records(rows)
-    for name in FIELD_NAMES:
-        if name not in df.columns:
-            df[name] = None
-    df = df[list(FIELD_NAMES)]
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame.from_records(rows)
+    df = df.reset_index(drop=True)
+    index = df.index
+    # One new frame from typed columns (no per-column inserts into ``df``): the fixed cost per
+    # call matters, sources call this a few times per read of every partition.
+    cols: dict[str, pd.Series] = {}
     for name, typ in EVENT_FIELDS:
+        target = _PANDAS_DTYPES[typ]
+        if name not in df.columns:
+            empty = None if target == "object" else pd.NaT if typ == "timestamp" else pd.NA
+            cols[name] = pd.Series(empty, index=index, dtype=target)
+            continue
         col = df[name]
-        if typ == "timestamp":
+        if str(col.dtype) == target and target != "object":
+            cols[name] = col
+        elif typ == "timestamp":
             if len(col) and col.notna().any() and pd.api.types.is_numeric_dtype(col.dropna()):
-                df[name] = pd.to_datetime(col, unit="ms", utc=True).astype(_PANDAS_DTYPES[typ])
+                cols[name] = pd.to_datetime(col, unit="ms", utc=True).astype(target)
             else:
-                df[name] = pd.to_datetime(col, utc=True).astype(_PANDAS_DTYPES[typ])
+                cols[name] = pd.to_datetime(col, utc=True).astype(target)
         elif typ in ("string", "array<string>"):
-            df[name] = col.astype("object").where(col.notna(), None)
+            cols[name] = col.astype("object").where(col.notna(), None)
         else:
-            df[name] = col.astype(_PANDAS_DTYPES[typ])
-    return df.reset_index(drop=True)
+            cols[name] = col.astype(target)
+    return pd.DataFrame(cols, index=index)
 
 
 def to_arrow(df: pd.DataFrame) -> pa.RecordBatch:

@@ -27,6 +27,7 @@ def data_events(
     source_position: str | None = None,
     position_format: str = "{prefix}@{pos}",
     reduce_from: int | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
     """Spans and markers of one read of a data partition (DESIGN §4-§5).
 
@@ -36,6 +37,8 @@ def data_events(
 
     ``reduce_from``: fold the transactions that open and close within this read, among rows at
     or after this offset, with :func:`reduce_closed_in_read` (None: keep every row).
+    ``typed=False``: leave the columns untyped (``event_time`` in ms) for a caller that types the
+    whole read once (:func:`streaming.events.to_frame`).
     """
     n = len(cols["base_offset"])
     if n == 0:
@@ -101,7 +104,8 @@ def data_events(
     out["event_time"] = event_time_ms
     prefix = source_position or f"{topic}-{partition}"
     out["source_position"] = [position_format.format(prefix=prefix, pos=p) for p in out["first_position"].tolist()]
-    return to_frame(out.drop(columns=["first_position", "stretch"], errors="ignore"))
+    out = out.drop(columns=["first_position", "stretch"], errors="ignore")
+    return to_frame(out) if typed else out
 
 
 def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFrame:
@@ -211,6 +215,21 @@ def txn_state_events(
     tombstones). Call :func:`route_coordinator_records` on the result before handing it to the
     state machine: that is what delivers a record to *every* producer id it concerns.
     """
+    return to_frame(txn_state_rows(records, partition=partition, source=source, cluster=cluster,
+                                   event_time_ms=event_time_ms, source_position=source_position, topic=topic))
+
+
+def txn_state_rows(
+    records: Iterable[dict[str, Any]],
+    *,
+    partition: int,
+    source: str,
+    cluster: str,
+    event_time_ms: int,
+    source_position: str | None = None,
+    topic: str = "__transaction_state",
+) -> list[dict[str, Any]]:
+    """:func:`txn_state_events` as row dicts (untyped)."""
     rows = []
     prefix = source_position or f"{topic}-{partition}"
     for r in records:
@@ -228,7 +247,7 @@ def txn_state_events(
             next_producer_id=r.get("next_producer_id"), client_txn_version=r.get("client_txn_version"),
             event_time=event_time_ms, source_position=f"{prefix}@{r.get('position')}",
         ))
-    return to_frame(rows)
+    return rows
 
 
 def route_coordinator_records(events: pd.DataFrame, known: dict[str, int]) -> pd.DataFrame:
@@ -243,8 +262,13 @@ def route_coordinator_records(events: pd.DataFrame, known: dict[str, int]) -> pd
     """
     if events.empty:
         return events
+    return to_frame(route_coordinator_rows(events.to_dict("records"), known))
+
+
+def route_coordinator_rows(rows: list[dict[str, Any]], known: dict[str, int]) -> list[dict[str, Any]]:
+    """:func:`route_coordinator_records` over row dicts (``txn_state_rows``), returning row dicts."""
     out = []
-    for row in events.to_dict("records"):
+    for row in rows:
         tid = row["transactional_id"]
         before = known.get(tid)
         targets: list[int] = []
@@ -264,7 +288,7 @@ def route_coordinator_records(events: pd.DataFrame, known: dict[str, int]) -> pd
             targets = [-1]  # a tombstone for an id never seen: nothing to tell anyone
         for t in targets:
             out.append({**row, "route_pid": t})
-    return to_frame(out)
+    return out
 
 
 def snapshot_events(
@@ -277,8 +301,10 @@ def snapshot_events(
     cluster: str,
     event_time_ms: int,
     source_position: str | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
-    """One row per producer snapshot entry (detection.md §1: seeds open transactions)."""
+    """One row per producer snapshot entry (detection.md §1: seeds open transactions).
+    ``typed=False``: as :func:`data_events`."""
     rows = []
     for e in entries:
         first = e["current_txn_first_offset"]
@@ -291,7 +317,7 @@ def snapshot_events(
             coordinator_epoch=e["coordinator_epoch"], snapshot_offset=snapshot_offset,
             event_time=event_time_ms, source_position=source_position,
         ))
-    return to_frame(rows)
+    return to_frame(rows) if typed else pd.DataFrame.from_records(rows)
 
 
 def progress_event(

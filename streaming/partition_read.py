@@ -30,9 +30,9 @@ from streaming.normalize import (
     data_events,
     progress_event,
     reduce_coordinator_records,
-    route_coordinator_records,
+    route_coordinator_rows,
     snapshot_events,
-    txn_state_events,
+    txn_state_rows,
 )
 from udfs.producer_state import PartitionState
 
@@ -114,12 +114,13 @@ def data_partition_events(
     frames: list[pd.DataFrame] = []
     if seed is not None:
         frames.append(snapshot_events(seed.entries, topic=ctx.topic, partition=ctx.partition,
-                                      snapshot_offset=seed.offset, source_position=seed.source_position, **common))
+                                      snapshot_offset=seed.offset, source_position=seed.source_position, typed=False,
+                                      **common))
     for piece in pieces:
         reduce_from = (seed.offset if seed is not None else 0) if REDUCE_IN_READ else None
         frames.append(data_events(piece.cols, topic=ctx.topic, partition=ctx.partition,
                                   source_position=piece.source_position, position_format=piece.position_format,
-                                  reduce_from=reduce_from, **common))
+                                  reduce_from=reduce_from, typed=False, **common))
         if state is not None:
             state.apply(piece.cols, piece.cols["crc_valid"] != 0)
     if broker is not None:
@@ -131,7 +132,7 @@ def data_partition_events(
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
                           lso=offsets.lso, log_start_offset=offsets.log_start_offset,
                           source_position=progress_position, **common)
-    frames.append(to_frame([*gaps, prog]))
+    frames.append(pd.DataFrame.from_records([*gaps, prog]))
     return _finish(frames, ctx)
 
 
@@ -193,20 +194,21 @@ def txn_partition_events(
     frames: list[pd.DataFrame] = []
     for piece in pieces:
         records = reduce_coordinator_records(piece.records) if REDUCE_IN_READ else piece.records
-        ev = txn_state_events(records, partition=ctx.partition, source_position=piece.source_position,
+        rows = txn_state_rows(records, partition=ctx.partition, source_position=piece.source_position,
                               topic=ctx.topic, **ctx.common)
-        frames.append(route_coordinator_records(ev, replay.known))
+        frames.append(pd.DataFrame.from_records(route_coordinator_rows(rows, replay.known)))
         replay.advance(piece.leader_epoch, piece.next_offset)
     offsets = broker or Offsets(replay.next_offset, replay.next_offset, log_start_offset)
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
                           lso=offsets.lso, log_start_offset=offsets.log_start_offset,
                           source_position=progress_position, **ctx.common)
     prog["coordinator_epoch"] = replay.max_epoch
-    frames.append(to_frame([*gaps, prog]))
+    frames.append(pd.DataFrame.from_records([*gaps, prog]))
     return _finish(frames, ctx)
 
 
 def _finish(frames: list[pd.DataFrame], ctx: ReadContext) -> pd.DataFrame:
+    # pieces come untyped (event_time in ms): typed once here, the fixed cost of to_frame is per call
     out = pd.concat([f for f in frames if len(f)], ignore_index=True)
     if ctx.from_log_start is not None:
         out["from_log_start"] = ctx.from_log_start
