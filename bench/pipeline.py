@@ -13,14 +13,17 @@ Run: ``.venv/bin/python bench/pipeline.py [--mb 150] [--seed 2] [--reps 3] [--ma
      best of ``--reps``;
    * bare Spark: a child Python process that starts a SparkSession with txnwatch's settings
      (``streaming.pipeline.spark_session``'s defaults, UI off) and stops it, nothing else;
-   * one-file scan: ``txnwatch scan`` (``python -m streaming.cli``) of one single-batch segment;
-   * dataset scan: ``txnwatch -v scan`` of the whole log dir.
+   * one-file scan: ``txnwatch scan`` (``python -m streaming.cli``) of one single-batch segment,
+     with the default engine (in process for small inputs) and with ``--engine spark``;
+   * dataset scan: ``txnwatch -v scan --engine spark`` of the whole log dir, and (unless
+     ``--no-local``) ``--engine local``, whose findings must equal the Spark engine's.
 
    Every child is timed wall-clock from spawn to exit; their processes are sampled from ``/proc``
    every 100 ms for resident memory: the driver (the child Python process), the JVM, and the
    Python workers (Spark's ``pyspark.daemon`` and its forks, summed).
-3. Prints the pipeline time (dataset scan minus one-file scan) and its ratio to the decode time,
-   the one-file scan / bare session ratio, peak RSS per role, and the state size the scan logs
+3. Prints the pipeline time (Spark dataset scan minus Spark one-file scan) and its ratio to the
+   decode time, the same for the in-process engine, the one-file scan (default engine) / bare
+   session ratio, peak RSS per role, and the state size the scan logs
    (the state operator's rows and memory from Spark's query progress).
 
 Exit code 1 when a scan fails or finds other than the dataset's expected findings, 0 otherwise.
@@ -195,6 +198,10 @@ BARE_SESSION = (
 )
 
 
+def _stable(finding: dict) -> dict:
+    return {k: v for k, v in finding.items() if k not in ("detected_at", "input")}
+
+
 def decode_seconds(datas: list[bytes], reps: int) -> tuple[float, int]:
     from udfs.record_batch import scan_batches
 
@@ -218,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3, help="decode repetitions; the best is kept")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--no-local", dest="local", action="store_false",
+                    help="skip the dataset scan with the in-process engine")
     args = ap.parse_args(argv)
 
     import numpy as np
@@ -249,11 +258,20 @@ def main(argv: list[str] | None = None) -> int:
         small = one_batch_file(root, tmp)
         bare = run_child([py, "-c", BARE_SESSION, args.master])
         one = run_child([*scan, "scan", "--master", args.master, "--json", str(small)])
-        full = run_child([*scan, "-v", "scan", "--master", args.master, "--json", "--as-of", str(as_of), str(root)])
+        one_spark = run_child([*scan, "scan", "--engine", "spark", "--master", args.master, "--json", str(small)])
+        full = run_child([*scan, "-v", "scan", "--engine", "spark", "--master", args.master, "--json",
+                          "--as-of", str(as_of), str(root)])
+        local = None
+        if args.local:
+            local = run_child([*scan, "scan", "--engine", "local", "--json", "--as-of", str(as_of), str(root)])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ok = True
-    for name, r in (("bare session", bare), ("one-file scan", one), ("dataset scan", full)):
+    runs = [("bare SparkSession start/stop", bare), ("scan, one-batch file (default engine)", one),
+            ("scan --engine spark, one-batch file", one_spark), ("scan --engine spark, dataset", full)]
+    if local is not None:
+        runs.append(("scan --engine local, dataset", local))
+    for name, r in runs:
         if r.returncode not in (0, 2):
             print(f"{name} FAILED (exit {r.returncode}):\n{r.stderr[-3000:]}")
             ok = False
@@ -261,23 +279,29 @@ def main(argv: list[str] | None = None) -> int:
     if len(findings) != expected:
         print(f"dataset scan: {len(findings)} findings, expected {expected}")
         ok = False
+    if local is not None and [_stable(f) for f in json.loads("[" + ",".join(local.stdout.split()) + "]")] != \
+            [_stable(f) for f in findings]:
+        print("dataset scan: the local engine's findings differ from the Spark engine's")
+        ok = False
     state = re.findall(r"state: .*", full.stderr)
 
-    pipeline = full.seconds - one.seconds
+    pipeline = full.seconds - one_spark.seconds
     print(f"results ({batches:,} batches, {total / 1e6:.1f} MB)")
-    print(f"  {'what':<34}{'seconds':>9}{'driver RSS':>12}{'JVM RSS':>10}{'workers RSS':>13}")
-    print(f"  {'header decode (scan_batches, CRC)':<34}{decode_s:>9.3f}")
-    for name, r in (("bare SparkSession start/stop", bare), ("txnwatch scan, one-batch file", one),
-                    ("txnwatch scan, dataset", full)):
+    print(f"  {'what':<40}{'seconds':>9}{'driver RSS':>12}{'JVM RSS':>10}{'workers RSS':>13}")
+    print(f"  {'header decode (scan_batches, CRC on)':<40}{decode_s:>9.3f}")
+    for name, r in runs:
         p = r.peaks
-        print(f"  {name:<34}{r.seconds:>9.2f}{_mb(p.driver):>12}{_mb(p.jvm):>10}{_mb(p.workers):>13}")
+        print(f"  {name:<40}{r.seconds:>9.2f}{_mb(p.driver):>12}{_mb(p.jvm):>10}{_mb(p.workers):>13}")
     print(f"  findings: {len(findings)} (expected {expected})")
     for line in state:
         print(f"  {line}")
     ratio = pipeline / decode_s
     startup = one.seconds / bare.seconds
     print("targets")
-    print(f"  pipeline = dataset scan - one-file scan = {pipeline:.2f} s = {ratio:.1f}x decode "
+    if local is not None:
+        lp = local.seconds - one.seconds
+        print(f"  local engine: dataset - one-file = {lp:.2f} s = {lp / decode_s:.1f}x decode (one process, no Spark)")
+    print(f"  pipeline = dataset scan - one-file scan (spark) = {pipeline:.2f} s = {ratio:.1f}x decode "
           f"(target <= {TARGET_RATIO:.0f}x: {'MET' if ratio <= TARGET_RATIO else 'NOT MET'}); "
           f"{batches / max(pipeline, 1e-9):,.0f} batches/s")
     print(f"  one-file scan / bare session = {one.seconds:.2f} / {bare.seconds:.2f} s = {startup:.2f}x "
