@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(findings) != expected:
         print(f"dataset scan: {len(findings)} findings, expected {expected}")
         ok = False
-    if local is not None and [_stable(f) for f in json.loads("[" + ",".join(local.stdout.split()) + "]")] != \
+    if local is not None and [_stable(json.loads(line)) for line in local.stdout.splitlines() if line.strip()] != \
             [_stable(f) for f in findings]:
         print("dataset scan: the local engine's findings differ from the Spark engine's")
         ok = False
