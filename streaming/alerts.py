@@ -37,6 +37,8 @@ from streaming.vocab import ALERT_SCHEMA_VERSION, FINDING_STATUSES, HANGING, RES
 
 REQUIRED_PERMISSION = "CLUSTER_ACTION on the cluster (brokers 3.0-3.7) or ALTER on the cluster (3.8+)"
 TXN_TOPIC = "__transaction_state"
+FILE_SOURCES = ("segments", "dumps")  # event ``source`` values of file inputs
+READ_TO_THE_END = 1 << 62  # read time of a file input's coordinator partition: up to any clock
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         "coordinator_epoch_source": ce_src,
         "lso": _int(lso),
         "high_watermark": _int(hw),
-        "pins_lso": (int(lso) == int(first)) if lso is not None else None,
+        "pins_lso": (int(lso) == _pinned_at(first, log_start)) if lso is not None else None,
         "data_deleted": (int(log_start) > int(first)) if log_start is not None else False,
         "detected_at": _int(detected_at_ms if detected_at_ms is not None else row.get("now_ms")),
         "abort_command_new": new,
@@ -206,6 +208,13 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
     }
     out["verify_hint"] = _verify_hint(out, txn_partitions)
     return out
+
+
+def _pinned_at(first_offset: int, log_start: int | None) -> int:
+    """Where O holds the LSO: its first offset, or the log start when retention deleted that
+    (the LSO never lies below the log start: ``UnifiedLog.updateFirstUnstableOffset`` takes
+    max(first unstable offset, logStartOffset)); an LSO above this proves O no longer pins it."""
+    return max(int(first_offset), int(log_start)) if log_start is not None else int(first_offset)
 
 
 def _int(v: Any) -> int | None:
@@ -370,6 +379,11 @@ class Enricher:
         if row["topic"] != TXN_TOPIC:
             return
         t = _int(row.get("now_ms"))
+        if row.get("source") in FILE_SOURCES:
+            # Files and dumps are a picture of the log up to where they end, and the file sources
+            # read __transaction_state whole (never throttled) in one go: once read, a coordinator
+            # partition is read up to any later clock of the same input (only the live path lags).
+            t = READ_TO_THE_END
         if t is not None:
             self.txn_read_ms[key] = max(self.txn_read_ms.get(key, t), t)
         if _int(row.get("coordinator_epoch")) is not None:
@@ -408,7 +422,9 @@ class Enricher:
         cache = self.answers.setdefault(key, {})
         if "dp" not in cache:
             answers = self.broker.describe_producers(txn.topic, txn.partition)
-            if answers is not None:
+            if answers is None:
+                cache["dp"] = None  # unsupported or unreachable: not asked again for this finding
+            else:
                 dp = answers.get(txn.producer_id) or DescribeProducersAnswer(found=False)
                 if dp.found and dp.current_txn_start_offset == txn.first_offset:
                     cache["dp"] = asdict(dp)
@@ -492,7 +508,8 @@ class Enricher:
             a = entry["alert"]
             part = self.partitions.get(f"{a['topic']}-{a['partition']}") or {}
             lso = part.get("lso")
-            if lso is not None and lso > a["first_offset"] and a["topic"] != TXN_TOPIC:
+            if lso is not None and lso > _pinned_at(a["first_offset"], part.get("log_start_offset")) \
+                    and a["topic"] != TXN_TOPIC:
                 if any(p["topic"] == a["topic"] and int(p["partition"]) == a["partition"] for p in progress):
                     resolved = dict(a, status=RESOLVED, resolution="lso-advanced", cause=None,
                                     abort_command_new=None, abort_command_legacy=None, required_permission=None,

@@ -151,6 +151,7 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
     """
     from streaming.alerts import AlertConfig
     from streaming.pipeline import SinkSet
+    from streaming.runner import txn_state_partitions
 
     cfg = as_config(cfg)
     if engine not in ("spark", "local"):
@@ -169,7 +170,8 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
     findings: dict[str, dict[str, Any]] = {}
     jobs: list[tuple[str, dict[str, str], bool]] = []
     if len(dirs) == 1 and not files and topic is None and partition is None:
-        jobs.append(("segments", {"path": dirs[0], "cluster": cfg.cluster}, _has_txn_state(dirs)))
+        jobs.append(("segments", {"path": dirs[0], "cluster": cfg.cluster,
+                                  "txn_state_partitions": txn_state_partitions(cfg)}, _has_txn_state(dirs)))
     else:
         from streaming.sources.files import inputs_have_coordinator
 
@@ -177,8 +179,10 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
         # engine run sees the coordinator records and the data together.
         for d in dirs:
             for root, _sub, names in os.walk(d):
-                files += [os.path.join(root, n) for n in sorted(names) if n.endswith((".log", ".snapshot"))]
-        opts = {"paths": json.dumps([os.path.abspath(f) for f in files]), "cluster": cfg.cluster}
+                files += [os.path.join(root, n) for n in sorted(names)
+                          if n.endswith((".log", ".snapshot")) or n == "log-start-offset-checkpoint"]
+        opts = {"paths": json.dumps([os.path.abspath(f) for f in files]), "cluster": cfg.cluster,
+                "txn_state_partitions": txn_state_partitions(cfg)}
         if topic is not None:
             opts["topic"] = topic
         if partition is not None:

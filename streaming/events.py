@@ -34,7 +34,8 @@ Kinds:
     One per partition per read: ``high_watermark``, ``lso``, ``log_start_offset`` and the read
     time in ``event_time``. For log directories: ``high_watermark`` = end of the data read, ``lso``
     derived from the transactions open at the end of the read (null when it cannot be known).
-    Progress rows of ``__transaction_state`` partitions carry ``txn_partition_count`` = n, the
+    ``read_from_zero``: the partition was read from offset 0 with nothing ever deleted (log start
+    0). Progress rows of ``__transaction_state`` partitions carry ``txn_partition_count`` = n, the
     topic's partition count (live: from Metadata; files and dumps: ``[coordinator]
     txn_state_partitions``, default 50): the enrichment needs n to know whether every coordinator
     partition was read (detection.md §3.1).
@@ -42,6 +43,10 @@ Kinds:
     A read keeps, per producer id and partition, only the rows the producer state needs (the
     span before its first marker, the first and the last marker, the span after the last one):
     the transactions that opened and closed in between are counted here, on the last marker.
+
+A data partition seeded from a producer snapshot stamps ``snapshot_offset`` (the newest readable
+snapshot's offset) on every data, marker and progress row of the partition: rows whose
+``last_offset`` is below it are already summarised by the snapshot (detection.md §1).
 ``gap``
     Bytes or lines that could not be read or are missing: ``reason`` and ``source_position``
     say what and where; ``first_offset``/``last_offset`` bound the missing offsets when known.

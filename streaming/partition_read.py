@@ -13,12 +13,22 @@ records. What those become is decided here, the same way for all of them:
   concern (:func:`streaming.normalize.route_coordinator_records`), the gaps, and one progress
   row carrying the highest coordinator epoch (partitionLeaderEpoch) seen.
 
-Every row of a read carries ``from_log_start`` (detection.md §4.2) when the source knows it.
+Every row of a read carries ``from_log_start`` and ``read_from_zero`` when the source knows them.
+
+Producer snapshots (detection.md §1, kafka-formats.md §6): the broker's producer state is the
+*newest* snapshot plus the batches at offsets ≥ its offset. At start-up
+``ProducerStateManager.truncateAndReload`` deletes snapshots at or below the log start, and
+``loadFromSnapshot`` loads the newest one left, deleting a corrupt one (``CorruptSnapshotException``)
+and falling back to the next newest. :func:`newest_readable_snapshot` makes the same choice over
+whatever snapshots a source found; a read seeded from it stamps ``snapshot_offset`` on its data,
+marker and progress rows and replays only the batches at or after it. Batches before it still
+produce their rows (split at the snapshot offset, so no span straddles it): the state uses them
+only for the data-loss preview and first-write time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +56,11 @@ class ReadContext:
     """Where a read's rows come from and the clock they carry (detection.md §2).
 
     ``from_log_start``: the partition's reading began at its log start offset and no snapshot
-    stands in for earlier history; None leaves the column unset.
+    stands in for earlier history; ``read_from_zero``: it began at offset 0 and the log start is 0
+    (nothing ever deleted: detection.md §4 rule ``log-start``); None leaves a column unset.
+    ``snapshot_offset``: the offset of the snapshot the partition's state was seeded from (the same
+    for every read of the partition), stamped on its data, marker and progress rows.
+    ``txn_partition_count``: ``__transaction_state``'s partition count, for its progress rows.
     """
 
     topic: str
@@ -55,6 +69,9 @@ class ReadContext:
     cluster: str
     clock_ms: int
     from_log_start: bool | None = None
+    read_from_zero: bool | None = None
+    snapshot_offset: int | None = None
+    txn_partition_count: int | None = None
 
     @property
     def common(self) -> dict[str, Any]:
@@ -92,6 +109,51 @@ class SnapshotSeed:
     source_position: str
 
 
+@dataclass(frozen=True)
+class SnapshotCandidate:
+    """A producer snapshot a source found: its offset, where it is, and how to read it.
+
+    ``load`` returns (entries, problems); any problem makes the snapshot unusable, as the broker's
+    ``ProducerStateManager.readSnapshot`` throws ``CorruptSnapshotException`` for a bad CRC, an
+    unknown version or a schema failure (short or long file) and never loads part of it. Seeding
+    from a partial entry list would make the missing producers look absent (epoch 0, "exact").
+    """
+
+    offset: int
+    source_position: str
+    load: Callable[[], tuple[list[dict[str, Any]], list[str]]]
+
+
+def newest_readable_snapshot(
+    candidates: Sequence[SnapshotCandidate],
+) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
+    """The newest readable snapshot (``ProducerStateManager.loadFromSnapshot``: latest first, a
+    corrupt one skipped for the next newest), and (source position, reason) of each one skipped."""
+    skipped: list[tuple[str, str]] = []
+    for c in sorted(candidates, key=lambda c: c.offset, reverse=True):
+        entries, problems = c.load()
+        if not problems:
+            return SnapshotSeed(entries, c.offset, c.source_position), skipped
+        skipped.append((c.source_position, f"producer snapshot at offset {c.offset} unreadable, not used "
+                        f"(the broker skips it too and loads the next newest): {'; '.join(problems)}"))
+    return None, skipped
+
+
+def split_at(cols: dict[str, np.ndarray], offset: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(batches wholly below ``offset``, batches at or after it) of a batch table, file order kept.
+    A snapshot taken at ``offset`` already summarises the first part."""
+    below = cols["last_offset"] < offset
+    return {k: v[below] for k, v in cols.items()}, {k: v[~below] for k, v in cols.items()}
+
+
+def replay_batches(state: PartitionState, cols: dict[str, np.ndarray], snapshot_offset: int | None) -> None:
+    """Apply a batch table to a partition replay seeded at ``snapshot_offset`` (None: not seeded):
+    only batches at or after the snapshot change the state; a bad CRC skips the batch."""
+    if snapshot_offset is not None:
+        cols = split_at(cols, snapshot_offset)[1]
+    state.apply(cols, cols["crc_valid"] != 0)
+
+
 def data_partition_events(
     ctx: ReadContext,
     pieces: Sequence[BatchPiece],
@@ -106,9 +168,10 @@ def data_partition_events(
     """Events of one read of a data partition, ending with its progress row.
 
     ``state``: the partition replay up to where this read starts (seeded from ``seed`` by the
-    caller when it starts there); the pieces are applied to it (batches with a bad CRC skipped)
-    and, unless ``broker`` gives the partition's offsets, it supplies the progress row's high
-    watermark (next offset) and LSO. ``seed``: emit the snapshot's entries as events.
+    caller when it starts there); the pieces are applied to it (batches with a bad CRC skipped,
+    batches below ``ctx.snapshot_offset`` too) and, unless ``broker`` gives the partition's
+    offsets, it supplies the progress row's high watermark (next offset) and LSO. ``seed``: emit
+    the snapshot's entries as events (first read of the partition only).
     """
     common = ctx.common
     frames: list[pd.DataFrame] = []
@@ -117,16 +180,24 @@ def data_partition_events(
                                       snapshot_offset=seed.offset, source_position=seed.source_position, typed=False,
                                       **common))
     for piece in pieces:
-        reduce_from = (seed.offset if seed is not None else 0) if REDUCE_IN_READ else None
-        frames.append(data_events(piece.cols, topic=ctx.topic, partition=ctx.partition,
-                                  source_position=piece.source_position, position_format=piece.position_format,
-                                  reduce_from=reduce_from, typed=False, **common))
+        # Split at the snapshot so that no span straddles it: what lies below is preview only.
+        parts = split_at(piece.cols, ctx.snapshot_offset) if ctx.snapshot_offset is not None else (piece.cols,)
+        reduce_from = (ctx.snapshot_offset or 0) if REDUCE_IN_READ else None
+        for cols in parts:
+            frames.append(data_events(cols, topic=ctx.topic, partition=ctx.partition,
+                                      source_position=piece.source_position, position_format=piece.position_format,
+                                      reduce_from=reduce_from, typed=False, **common))
         if state is not None:
-            state.apply(piece.cols, piece.cols["crc_valid"] != 0)
+            replay_batches(state, piece.cols, ctx.snapshot_offset)
     if broker is not None:
         offsets = broker
     elif state is not None:
-        offsets = Offsets(state.next_offset, state.lso(state.next_offset), log_start_offset)
+        lso = state.lso(state.next_offset)
+        if lso is not None and log_start_offset is not None:
+            # A snapshot entry whose transaction starts below the log start (its batches were
+            # deleted) pins the LSO at the log start (kafka-formats.md §6).
+            lso = max(lso, log_start_offset)
+        offsets = Offsets(state.next_offset, lso, log_start_offset)
     else:
         raise ValueError("data_partition_events needs the broker's offsets or a partition replay")
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
@@ -203,6 +274,7 @@ def txn_partition_events(
                           lso=offsets.lso, log_start_offset=offsets.log_start_offset,
                           source_position=progress_position, **ctx.common)
     prog["coordinator_epoch"] = replay.max_epoch
+    prog["txn_partition_count"] = ctx.txn_partition_count
     frames.append(pd.DataFrame.from_records([*gaps, prog]))
     return _finish(frames, ctx)
 
@@ -212,4 +284,9 @@ def _finish(frames: list[pd.DataFrame], ctx: ReadContext) -> pd.DataFrame:
     out = pd.concat([f for f in frames if len(f)], ignore_index=True)
     if ctx.from_log_start is not None:
         out["from_log_start"] = ctx.from_log_start
+    if ctx.read_from_zero is not None:
+        out["read_from_zero"] = ctx.read_from_zero
+    if ctx.snapshot_offset is not None:
+        stamped = out["kind"].isin(("data", "marker", "progress"))
+        out.loc[stamped, "snapshot_offset"] = ctx.snapshot_offset
     return to_frame(out)

@@ -65,8 +65,14 @@ def build_sinks(sinks_cfg: SinksConfig, kafka: KafkaConfig, *, console_out=None)
     return sinks
 
 
+def txn_state_partitions(cfg: Config) -> str:
+    """``[coordinator] txn_state_partitions`` (default 50) as a file-source option: how many
+    ``__transaction_state`` partitions make the coordinator view complete (detection.md §3.1)."""
+    return str(getattr(getattr(cfg, "coordinator", None), "txn_state_partitions", 50))
+
+
 def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaConfig,
-                   dumps: DumpsConfig) -> tuple[str, dict[str, str], bool]:
+                   dumps: DumpsConfig, txn_partitions: str = "50") -> tuple[str, dict[str, str], bool]:
     """(format, options, coordinator available) for the chosen source."""
     if source in ("segments", "dumps"):
         if not path:
@@ -77,10 +83,11 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
             from streaming.sources.logdir import list_partitions
 
             coord = any(p.is_txn_state for p in list_partitions(path))
-            return "segments", {"path": path, "cluster": cluster}, coord
+            return "segments", {"path": path, "cluster": cluster, "txn_state_partitions": txn_partitions}, coord
         # Whether __transaction_state dumps are dropped too cannot be known in advance; without
         # them every finding must stay "exceeds-max-timeout, unverified" (never coordinator-unaware).
-        return "dumps", {"dir": path, "cluster": cluster}, dumps.coordinator_view
+        return "dumps", {"dir": path, "cluster": cluster, "txn_state_partitions": txn_partitions}, \
+            dumps.coordinator_view
     k = kafka
     if not k.bootstrap_servers:
         raise ConfigError("kafka.bootstrap_servers is required for --source kafka (config, "
@@ -143,7 +150,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
 
     ``cfg``: the :class:`Config` (or a document as :func:`streaming.config.load` returns it)."""
     cfg = as_config(cfg)
-    fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps)
+    fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps,
+                                      txn_partitions=txn_state_partitions(cfg))
     sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
     sinks.on_batch.append(ProgressLogger())
     name = f"txnwatch-{cfg.cluster}"

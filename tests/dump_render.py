@@ -358,3 +358,44 @@ def render(kind: str, items: Any, generation: str, *, deep: bool = True, print_d
         path = path or "/var/lib/kafka/data/orders-0/00000000000000000008.snapshot"
         return "\n".join([f"Dumping {path}"] + [_snapshot_line(e, gen) for e in items]) + "\n"
     raise ValueError(f"unknown kind {kind!r}")
+
+
+# --- a whole log directory -----------------------------------------------------------------------
+
+
+def render_log_dir(root: Any, out_dir: Any, generation: str, *, snapshots: bool = True,
+                   only: Mapping[str, Sequence[int]] | None = None) -> list[str]:
+    """``kafka-dump-log.sh`` output of a log dir, one text file per partition: every segment
+    (``Dumping`` + ``Starting offset`` header as the tool prints them) and, with ``snapshots``,
+    every producer snapshot file. ``only`` ({partition dir name: segment base offsets}) dumps just
+    those segments of those partitions (an incident's "one segment plus the newest snapshot");
+    other partitions are dumped whole. Returns the text files' paths."""
+    from pathlib import Path
+
+    from streaming.sources.logdir import list_partitions, segments
+    from streaming.sources.logdir import snapshots as snapshot_files
+    from udfs.record_batch import scan_batches
+    from udfs.snapshot import decode_snapshot
+    from udfs.txn_log import decode_txn_log_segment
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for part in list_partitions(str(root)):
+        texts = []
+        for base, path in segments(part):
+            if only is not None and part.name in only and base not in only[part.name]:
+                continue
+            data = open(path, "rb").read()
+            shown = f"/var/lib/kafka/data/{part.name}/{base:020d}.log"
+            if part.is_txn_state:
+                recs, _ = decode_txn_log_segment(data)
+                texts.append(render("txn_log", recs, generation, path=shown))
+            else:
+                texts.append(render("data", scan_batches(data).columns, generation, path=shown))
+        if snapshots and not part.is_txn_state:
+            for off, path in snapshot_files(part):
+                entries = decode_snapshot(open(path, "rb").read()).entries
+                shown = f"/var/lib/kafka/data/{part.name}/{off:020d}.snapshot"
+                texts.append(render("snapshot", entries, generation, path=shown))
+        (out_dir / f"{part.name}.txt").write_text("".join(texts))
+    return sorted(str(p) for p in out_dir.iterdir())

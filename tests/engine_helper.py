@@ -25,7 +25,7 @@ def run_engine(events: pd.DataFrame, *, coordinator_available: bool, cluster: st
                 for r in g.to_dict("records")]
         out, _doc, _timer = process_key(int(pid), rows, None, now_ms=now, cfg=cfg)
         raw += [o for o in out if o["out_kind"] == "alert"]
-    progress = [r for r in df[df["kind"] == "progress"].to_dict("records")]
+    progress = [dict(r, now_ms=r["event_time_ms"]) for r in df[df["kind"] == "progress"].to_dict("records")]
     enricher = Enricher(AlertConfig(txn_state_partitions=50))  # files and dumps: [coordinator] default
     enricher.process(raw, progress)
     return [e["alert"] for e in enricher.active.values()]

@@ -18,9 +18,8 @@ from streaming.simulate.scenarios import write_scenario
 from streaming.sources.files import read_files
 from streaming.sources.logdir import list_partitions, segments
 from tests.conftest import SAMPLES
-from tests.dump_render import render
+from tests.dump_render import render, render_log_dir
 from tests.streaming_wait import BatchLog, wait_caught_up
-from udfs.record_batch import scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
 pytestmark = pytest.mark.spark
@@ -36,19 +35,7 @@ def cfg():
 
 def render_dir(root, out_dir, generation):
     """kafka-dump-log.sh output of every segment of a log dir, one text file per partition."""
-    out_dir.mkdir(parents=True)
-    for part in list_partitions(str(root)):
-        texts = []
-        for base, path in segments(part):
-            data = open(path, "rb").read()
-            shown = f"/var/lib/kafka/data/{part.name}/{base:020d}.log"
-            if part.is_txn_state:
-                recs, _ = decode_txn_log_segment(data)
-                texts.append(render("txn_log", recs, generation, path=shown))
-            else:
-                texts.append(render("data", scan_batches(data).columns, generation, path=shown))
-        (out_dir / f"{part.name}.txt").write_text("".join(texts))
-    return sorted(str(p) for p in out_dir.iterdir())
+    return render_log_dir(root, out_dir, generation, snapshots=False)
 
 
 def comparable(findings):

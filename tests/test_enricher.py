@@ -156,3 +156,16 @@ def test_resolution_of_a_published_finding_and_of_a_held_one():
     e.process(rows, txn_progress(NOW, [0, 1]))
     (r,) = e.process([resolved], [])
     assert (r["status"], r["resolution"], r["abort_command_new"], r["evidence"]) == ("resolved", "aborted", None, None)
+
+
+def test_file_inputs_coordinator_partitions_stay_read_while_the_clock_moves():
+    # segments read in several micro-batches: __transaction_state (never throttled) was read whole
+    # in the first one, at an earlier clock than the finding's
+    rows = state_rows([data(10)], NOW)
+    early = [dict(r, source="segments") for r in txn_progress(NOW - 60_000, [0, 1, 2])]
+    assert brief(Enricher(AlertConfig()).process(rows, early)) == [
+        ("hanging", "coordinator-unaware", True, 5, "all-coordinators-max", None, True)]
+    # the live path: a coordinator partition last read before now lags
+    live = [dict(r, source="kafka") for r in txn_progress(NOW - 60_000, [0, 1, 2])]
+    assert brief(Enricher(AlertConfig()).process(rows, live)) == [
+        ("hanging", "exceeds-max-timeout", False, None, "unknown", [0, 1, 2], False)]

@@ -48,10 +48,14 @@ def test_hanging_write_after_marker_with_coordinator_view(spark, tmp_path):
     findings, gaps = scan_paths([str(logdir(tmp_path))], cfg(), as_of_ms=AS_OF, spark=spark)
     check_schema(findings)
     assert gaps == []
+    # Only __transaction_state-40 is in the input and no record there maps producer 4002: one of
+    # 50 partitions never proves that no coordinator knows it (rules v2, detection.md §3.1; rules v1
+    # said coordinator-unaware, verified). Unverified, and the alert names the 49 missing partitions.
     assert [(f["producer_id"], f["first_offset"], f["status"], f["cause"]) for f in findings] == [
-        (4002, 9, "hanging", "coordinator-unaware")]
+        (4002, 9, "hanging", "exceeds-max-timeout")]
     f = findings[0]
-    assert f["verified"] and f["producer_epoch"] == 2
+    assert not f["verified"] and f["producer_epoch"] == 2
+    assert f["missing_txn_partitions"] == [p for p in range(50) if p != 40]
     assert (f["coordinator_epoch"], f["coordinator_epoch_source"]) == (2, "last-marker")
     assert f["lso"] == 9 and f["pins_lso"] and f["high_watermark"] == 13 and not f["data_deleted"]
     assert f["key"] == "test/orders/0/4002/9"
@@ -81,6 +85,11 @@ def test_snapshot_only_input_still_finds_the_open_transaction(spark, tmp_path):
 def test_snapshot_plus_segments_equals_segments(spark, tmp_path):
     a, _ = scan_paths([str(logdir(tmp_path / "a", snapshot=True))], cfg(), as_of_ms=AS_OF, spark=spark)
     b, _ = scan_paths([str(logdir(tmp_path / "b"))], cfg(), as_of_ms=AS_OF, spark=spark)
+    # the same findings; only the evidence shows the snapshot that was read (the marker at 8 is at
+    # its offset, so last-marker still names the epoch)
+    assert [x["evidence"].pop("snapshot_entry") for x in a] == [{"offset": 8, "present": True,
+                                                                 "coordinator_epoch": -1}]
+    assert [x["evidence"].pop("snapshot_entry") for x in b] == [None]
     assert a == b
 
 
@@ -92,8 +101,10 @@ def test_default_clock_is_newest_input_timestamp(spark, tmp_path):
     # the coordinator's tombstone for tv2-app (producer 4000) is 11 days later: it is the clock
     # now, and 4000's open transaction is old and forgotten by its coordinator
     findings, _ = scan_paths([str(logdir(tmp_path / "b"))], cfg(), spark=spark)
+    # 4000's tombstone is in partition 40, which was read: proven unknown. 4002 is mapped by no
+    # record of the one partition read: unverified (rules v2, detection.md §3.1).
     assert [(f["producer_id"], f["first_offset"], f["cause"]) for f in findings] == [
-        (4002, 9, "coordinator-unaware"), (4000, 11, "coordinator-unaware")]
+        (4002, 9, "exceeds-max-timeout"), (4000, 11, "coordinator-unaware")]
     assert {f["detected_at"] for f in findings} == {1701000000000}
     f4000 = findings[1]
     assert (f4000["transactional_id"], f4000["coordinator_state"]) == ("tv2-app", None)

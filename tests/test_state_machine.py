@@ -259,13 +259,15 @@ def test_producer_absent_from_snapshot_holds_epoch_zero():
 
 def test_open_snapshot_entry_below_log_start_is_a_finding_with_data_deleted():
     # retention moved tp's log start to 500; the newest snapshot (600) still holds P's transaction
-    # open from 10, which pins the LSO there: a finding, its data deleted.
+    # open from 10, which pins the LSO at the log start (the LSO never lies below it): a finding,
+    # its data deleted, and not resolved by an LSO "above" its first offset.
     out, _, _ = step([snapshot(10, 12, T0, epoch=2, ce=4, snap=600)], None, T0 + TH + 1, cfg=NOCOORD)
     assert _finding(out) == [("hanging", "exceeds-max-timeout", False, 10, 2, 4, "snapshot")]
     e = Enricher(AlertConfig(txn_state_partitions=50))
-    progress = [{"topic": "t", "partition": 0, "log_start_offset": 500, "lso": 10, "high_watermark": 700,
+    progress = [{"topic": "t", "partition": 0, "log_start_offset": 500, "lso": 500, "high_watermark": 700,
                  "now_ms": T0 + TH + 1}]
     (a,) = e.process(out, progress)
+    assert e.process([], [dict(progress[0], now_ms=T0 + TH + 2)]) == []  # still pinned
     assert (a["data_deleted"], a["pins_lso"], a["coordinator_epoch"], a["coordinator_epoch_source"]) == (
         True, True, 4, "snapshot")
     assert a["abort_command_legacy"].endswith("--producer-id 7 --producer-epoch 2 --coordinator-epoch 4")

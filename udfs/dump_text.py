@@ -407,7 +407,11 @@ class _File:
             return "snapshot"
         if self.ext in ("index", "timeindex", "txnindex"):
             return "unknown"
-        if self.ext in ("log", "checkpoint", "deleted", "cleaned", "swap") or self.topic is not None:
+        if self.ext in ("log", "checkpoint", "deleted", "cleaned", "swap"):
+            return "data"
+        if self.topic is not None and not (self.snap and not self.rows and not self.txn):
+            # a --topic/--partition override names the partition, not what was dumped: snapshot
+            # entries alone are a snapshot dump
             return "data"
         return None
 

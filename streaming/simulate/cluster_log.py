@@ -88,6 +88,7 @@ class _Partition:
         "compacted",
         "log_append_time",
         "is_txn_log",
+        "log_start",
     )
 
     def __init__(
@@ -112,6 +113,7 @@ class _Partition:
         self.compacted = compacted
         self.log_append_time = log_append_time
         self.is_txn_log = topic == TXN_STATE_TOPIC
+        self.log_start = 0
 
     @property
     def name(self) -> str:
@@ -197,6 +199,9 @@ class ClusterLog:
         self.txn_partitions = txn_partitions
         self.coordinator_epoch_default = coordinator_epoch
         self._coordinator_epochs = dict(coordinator_epochs or {})
+        # __transaction_state partitions whose leader epoch moved without a coordinator change:
+        # partition -> the epoch the (unchanged) coordinator keeps using
+        self._kept_coordinator_epoch: dict[int, int] = {}
         self._next_pid = first_producer_id
         self.rng = random.Random(seed)
         self.pool = _RecordPool(seed)
@@ -280,8 +285,26 @@ class ClusterLog:
         return part.leader_epoch
 
     def coordinator_epoch(self, txn_partition: int) -> int:
-        """Coordinator epoch of a ``__transaction_state`` partition = its leader epoch (§5.6)."""
-        return self._part(TXN_STATE_TOPIC, txn_partition).leader_epoch
+        """Coordinator epoch of a ``__transaction_state`` partition = its leader epoch (§5.6),
+        unless :meth:`bump_txn_leader_epoch_only` moved the leader epoch under a coordinator that
+        kept running with its old epoch."""
+        kept = self._kept_coordinator_epoch.get(txn_partition)
+        return kept if kept is not None else self._part(TXN_STATE_TOPIC, txn_partition).leader_epoch
+
+    def bump_txn_leader_epoch_only(self, transactional_id_or_partition: str | int) -> int:
+        """A ``__transaction_state`` partition's leader epoch goes up while its coordinator stays
+        (ZooKeeper clusters, 2.x: a reassignment that keeps the leader makes ``KafkaController``
+        send a LeaderAndIsr with a bumped epoch, ``Partition.makeLeader`` applies it, and the
+        transaction coordinator, still loaded, keeps its coordinator epoch; detection.md §4 on
+        the withdrawn "coordinator-partition" rule). Later ``__transaction_state`` batches carry
+        the higher partitionLeaderEpoch; the markers keep the old coordinator epoch."""
+        n = (
+            txn_state_partition(transactional_id_or_partition, self.txn_partitions)
+            if isinstance(transactional_id_or_partition, str)
+            else transactional_id_or_partition
+        )
+        self._kept_coordinator_epoch.setdefault(n, self.coordinator_epoch(n))
+        return self.bump_leader_epoch(TXN_STATE_TOPIC, n)
 
     def failover_coordinator(self, transactional_id_or_partition: str | int, to: int | None = None) -> int:
         """A new broker becomes coordinator of a ``__transaction_state`` partition: its leader
@@ -291,6 +314,7 @@ class ClusterLog:
             if isinstance(transactional_id_or_partition, str)
             else transactional_id_or_partition
         )
+        self._kept_coordinator_epoch.pop(n, None)  # a real election: the new coordinator uses the new epoch
         return self.bump_leader_epoch(TXN_STATE_TOPIC, n, to)
 
     def txn_partition(self, transactional_id: str) -> int:
@@ -847,6 +871,84 @@ class ClusterLog:
             if b.control_type in (ABORT, COMMIT):
                 coord, source = b.coordinator_epoch, "last-marker"
         return {"producer_epoch": epoch, "coordinator_epoch": coord, "coordinator_epoch_source": source}
+
+    # -- retention, broker restart, one broker's share ---------------------------------------------
+
+    def delete_segments_below(self, topic: str, partition: int, offset: int) -> int:
+        """Retention on a data partition: delete every segment that lies wholly below ``offset``
+        (its successor's base offset ≤ ``offset``; the active segment always stays), and the
+        producer snapshot named for each deleted segment. Kafka: ``UnifiedLog.deleteSegments``
+        raises the log start to the next segment's base offset (``incrementStartOffset``) and
+        ``deleteProducerSnapshots`` removes ``<segment base>.snapshot`` of each deleted segment
+        (``ProducerStateManager.removeAndMarkSnapshotForDeletion``). The broker's in-memory
+        producer state is untouched (``onLogStartOffsetIncremented`` keeps open transactions).
+        Returns the new log start."""
+        part = self._part(topic, partition)
+        self.flush()
+        while len(part.segments) > 1 and part.segments[1] <= offset:
+            base = part.segments.pop(0)
+            del part.segment_size[base]
+            (part.dir / segment_name(base)).unlink()
+            (part.dir / segment_name(base, ".snapshot")).unlink(missing_ok=True)
+        part.log_start = max(part.log_start, part.segments[0])
+        return part.log_start
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> None:
+        """DeleteRecords (``kafka-delete-records.sh``): the log start moves to ``offset``, inside a
+        segment (``UnifiedLog.maybeIncrementLogStartOffset``); no file changes until retention,
+        but the log dir's ``log-start-offset-checkpoint`` records it (:meth:`restart`)."""
+        part = self._part(topic, partition)
+        if not part.log_start <= offset <= part.next_offset:
+            raise ScenarioError(f"{part.name}: log start {offset} outside [{part.log_start}, {part.next_offset}]")
+        part.log_start = offset
+
+    def restart(self) -> None:
+        """A clean broker restart, as it leaves the log dir (Kafka 2.8+ ``LogLoader``/``UnifiedLog``):
+
+        * clean shutdown: ``UnifiedLog.close`` takes a producer snapshot at every data
+          partition's log end offset;
+        * ``LogManager.checkpointLogStartOffsetsInDir`` writes ``log-start-offset-checkpoint``
+          (version 0, count, ``topic partition offset`` lines) for the partitions whose log start
+          lies above their first segment's base offset;
+        * at load, ``ProducerStateManager.removeStraySnapshots`` deletes every snapshot not named
+          for a segment except the newest stray one above the last segment's base, and
+          ``truncateAndReload`` deletes the snapshots at or below the log start
+          (``max(checkpoint, first segment base)``, ``LogLoader.load``) and above the log end.
+        """
+        self.flush()
+        checkpoint: list[str] = []
+        for part in self._partitions.values():
+            if not part.segments:
+                continue
+            if not part.is_txn_log:
+                self.write_snapshot(part.topic, part.partition, part.next_offset)
+            if part.log_start > part.segments[0]:
+                checkpoint.append(f"{part.topic} {part.partition} {part.log_start}")
+            bases = set(part.segments)
+            snaps = sorted(int(f.name[:20]) for f in part.dir.glob("*.snapshot"))
+            strays = [o for o in snaps if o not in bases]
+            keep_stray = strays[-1] if strays and strays[-1] > part.segments[-1] else None
+            for o in snaps:
+                stray = o not in bases and o != keep_stray
+                if stray or o <= part.log_start or o > part.next_offset:
+                    (part.dir / segment_name(o, ".snapshot")).unlink()
+        (self.root / "log-start-offset-checkpoint").write_text(
+            "\n".join(["0", str(len(checkpoint)), *sorted(checkpoint)]) + "\n")
+
+    def keep_only_txn_partitions(self, keep: Iterable[int]) -> list[int]:
+        """One broker's log dir: only the ``__transaction_state`` partitions it replicates stay on
+        disk (the others' folders are removed). Call after the last write. Returns the removed
+        partition numbers."""
+        self.flush()
+        keep = set(keep)
+        removed = []
+        for (topic, n), part in self._partitions.items():
+            if topic == TXN_STATE_TOPIC and n not in keep and part.dir.exists():
+                for f in part.dir.iterdir():
+                    f.unlink()
+                part.dir.rmdir()
+                removed.append(n)
+        return sorted(removed)
 
     # -- compaction -------------------------------------------------------------------------------
 

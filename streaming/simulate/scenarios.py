@@ -33,7 +33,10 @@ class Scenario:
     (``max_timeout_ms`` 900000 + ``padding_ms`` 300000), keys ``status`` (late|hanging),
     ``cause``, ``topic``, ``partition``, ``producer_id``, ``producer_epoch`` (highest epoch of the
     producer on that partition), ``first_offset``, ``coordinator_epoch`` / ``coordinator_epoch_source``
-    (detection.md §4 with the whole log dir read from offset 0) and ``verified``.
+    (detection.md §4 with the whole log dir read from offset 0) and ``verified``; optional
+    ``data_deleted`` and ``missing_txn_partitions`` where a scenario is about them.
+    ``notes["hand_epochs"]``: the epochs were not derived from reading the partition from offset 0
+    (retention, snapshots, a partial coordinator view): the author wrote them from detection.md §4.
     """
 
     name: str
@@ -56,9 +59,15 @@ def finding(
     coordinator_epoch: int,
     coordinator_epoch_source: str,
     verified: bool = True,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """One expected finding (see :class:`Scenario`)."""
+    """One expected finding (see :class:`Scenario`); ``extra``: ``data_deleted``,
+    ``missing_txn_partitions``."""
+    unknown = set(extra) - {"data_deleted", "missing_txn_partitions"}
+    if unknown:
+        raise ValueError(f"unknown finding fields {sorted(unknown)}")
     return {
+        **extra,
         "status": status,
         "cause": cause,
         "topic": topic,
@@ -530,6 +539,160 @@ def scenario_txn_state_compacted(
     return _finish(c, "txn-state-compacted", exp, "__transaction_state after compaction")
 
 
+def scenario_partial_coordinator_view(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Issue 10 rule 1. One broker's log dir: it replicates only the ``__transaction_state``
+    partition of the heartbeat id, not the one of ``pending-elsewhere``, whose PrepareCommit is
+    written and whose markers never are (markers-pending). No partition read maps the producer
+    and the view is incomplete: hanging / exceeds-max-timeout, verified false, the 49 missing
+    partitions listed; never coordinator-unaware (aborting would break the decided commit).
+    Epochs as the data partitions show them: orders-0 holds the producer's COMMIT of an earlier
+    transaction (coordinator epoch 3, last-marker), orders-1 was read from 0 without one
+    (log-start)."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=4)
+    tid = "pending-elsewhere"
+    if c.txn_partition(tid) == c.txn_partition("txnwatch-heartbeat"):  # pragma: no cover - fixed ids
+        raise ScenarioError("the scenario needs two different __transaction_state partitions")
+    p = c.producer(tid, 0)
+    p.begin()
+    p.send("orders", 0, 1)
+    p.commit()
+    p.begin()
+    f0 = p.send("orders", 0, 2)
+    f1 = p.send("orders", 1, 1)
+    p.commit(markers=[])
+    keep = c.txn_partition("txnwatch-heartbeat")
+    missing = sorted(set(range(c.txn_partitions)) - {keep})
+    pid = p.producer_id
+    exp = [
+        finding("hanging", "exceeds-max-timeout", "orders", 0, pid, 0, f0, 3, "last-marker", verified=False,
+                missing_txn_partitions=missing),
+        finding("hanging", "exceeds-max-timeout", "orders", 1, pid, 0, f1, 0, "log-start", verified=False,
+                missing_txn_partitions=missing),
+    ]
+    sc = _finish(c, "partial-coordinator-view", exp, "markers pending in a __transaction_state partition "
+                 "this broker does not hold", hand_epochs=True)
+    c.keep_only_txn_partitions({keep})
+    return sc
+
+
+def scenario_retention_restart(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Issue 10 rule 2. Two zombie transactions on orders-0 (late writes after their COMMITs,
+    coordinator epoch 3): ``deleted-zombie``'s only batch and ``retained-zombie``'s first batch
+    lie in segments that retention deletes; ``retained-zombie`` wrote again in a kept segment and
+    once more after the broker restarted. The restart left the log start at the first kept
+    segment, deleted the snapshots at or below it and kept the clean-shutdown snapshot at the log
+    end: the newest snapshot lies after the first segment. Both transactions still pin the LSO.
+    Expected from the snapshot: first offsets where the transactions started (not the first
+    batch still on disk), coordinator epoch 3 (not 0: the log does not start at 0), data_deleted.
+    The markers before the zombies are deleted, so nothing shows the late-produce pattern:
+    coordinator-finished-without-partition."""
+    c = _cluster(root, seed, base_time_ms, snapshot_on_roll=True)
+    c.create_topic("orders", 1, leader_epoch=2)
+    p = c.producer("retained-zombie", 0)
+    q = c.producer("deleted-zombie", 0)
+    busy = c.producer("busy-app", 0)
+    for prod in (p, q):
+        prod.begin()
+        prod.send("orders", 0, 2)
+        prod.commit()
+    q_first = q.zombie_send("orders", 0, 1)
+    p_first = p.zombie_send("orders", 0, 1)
+    for _ in range(2):
+        c.roll("orders", 0)
+        busy.begin()
+        busy.send("orders", 0, 1)
+        busy.commit()
+    p_later = p.zombie_send("orders", 0, 1)
+    busy.begin()
+    busy.send("orders", 0, 1)
+    busy.commit()
+    log_start = c.delete_segments_below("orders", 0, p_later)
+    c.restart()
+    busy.begin()
+    busy.send("orders", 0, 1)
+    busy.commit()
+    p.zombie_send("orders", 0, 1)  # after the newest snapshot: joins the open transaction
+    if not q_first < p_first < log_start <= p_later:  # pragma: no cover - layout premise
+        raise ScenarioError("retention-restart layout does not satisfy its own premise")
+    exp = [
+        finding("hanging", "coordinator-finished-without-partition", "orders", 0, q.producer_id, 0, q_first, 3,
+                "snapshot", data_deleted=True),
+        finding("hanging", "coordinator-finished-without-partition", "orders", 0, p.producer_id, 0, p_first, 3,
+                "snapshot", data_deleted=True),
+    ]
+    return _finish(c, "retention-restart", exp, "retention and a broker restart: newest snapshot after the first "
+                   "segment, a transaction whose batches are all deleted", hand_epochs=True, log_start=log_start,
+                   segment_with_later_batch=log_start)
+
+
+def scenario_txn_leader_epoch_bump(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Issue 10 rule 3. The producer's ``__transaction_state`` partition gets a new leader epoch
+    (4) without a new coordinator: its records carry partitionLeaderEpoch 4, its markers keep
+    coordinator epoch 3. A zombie batch opens a transaction on orders-0 right after a roll; the
+    segments before it (with the producer's marker there) are deleted and orders-0 has no
+    snapshot: it is read from an offset above 0. No last marker, snapshot or log start for
+    orders-0: the epoch comes from the producer's markers on orders-1 (3,
+    producer-last-marker); the withdrawn coordinator-partition rule would have said 4 and fenced
+    the coordinator."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=1)
+    tid = "reassigned-coordinator"
+    p = c.producer(tid, 0)
+    p.begin()
+    p.send("orders", 0, 1)
+    p.send("orders", 1, 1)
+    p.commit()
+    c.bump_txn_leader_epoch_only(tid)
+    p.begin()
+    p.send("orders", 1, 1)
+    p.commit()
+    c.roll("orders", 0)
+    first = p.zombie_send("orders", 0, 2)
+    c.produce("orders", 0, 1)
+    p.begin()
+    p.send("orders", 1, 1)
+    p.commit()
+    c.delete_segments_below("orders", 0, first)
+    if (c.leader_epoch("__transaction_state", p.txn_partition), p.coordinator_epoch) != (4, 3):  # pragma: no cover
+        raise ScenarioError("leader epoch bump did not keep the coordinator epoch")
+    exp = [finding("hanging", "coordinator-finished-without-partition", "orders", 0, p.producer_id, 0, first, 3,
+                   "producer-last-marker")]
+    return _finish(c, "txn-leader-epoch-bump", exp, "__transaction_state leader epoch 3->4 without a coordinator "
+                   "change; orders-0 read from above 0", hand_epochs=True)
+
+
+def scenario_write_after_older_marker(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Issue 10 rule 4. The producer's last event on orders-0 before the open transaction is a
+    COMMIT marker of epoch 0; a new instance (epoch 1) writes to orders-0 without adding it
+    (pre-KIP-890 broker) and commits only orders-1. The marker's epoch differs from the open
+    transaction's: not the late-produce pattern, coordinator-finished-without-partition.
+    Coordinator epoch of that marker (3, last-marker); producer epoch 1."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=5)
+    tid = "reinitialised-app"
+    p = c.producer(tid, 0)
+    p.begin()
+    p.send("orders", 0, 1)
+    p.commit()
+    p2 = c.producer(tid, 0)  # a new instance: InitProducerId bumps the epoch to 1
+    p2.begin()
+    p2.send("orders", 1, 1)
+    first = p2.send("orders", 0, 2, add_partition=False)
+    p2.commit()
+    exp = [finding("hanging", "coordinator-finished-without-partition", "orders", 0, p2.producer_id, 1, first, 3,
+                   "last-marker")]
+    return _finish(c, "write-after-older-marker", exp, "open transaction after a marker of a lower epoch")
+
+
 def scenario_healthy_mix(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
     """Everything that must *not* alert: TV0/TV1/TV2 producers, commits and aborts, a timeout
     abort, fencing, idempotent and plain batches, gzip, a LogAppendTime topic, legacy v1
@@ -721,6 +884,10 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "coordinator-failover": scenario_coordinator_failover,
     "compacted-empty-control": scenario_compacted_empty_control,
     "txn-state-compacted": scenario_txn_state_compacted,
+    "partial-coordinator-view": scenario_partial_coordinator_view,
+    "retention-restart": scenario_retention_restart,
+    "txn-leader-epoch-bump": scenario_txn_leader_epoch_bump,
+    "write-after-older-marker": scenario_write_after_older_marker,
     "healthy-mix": scenario_healthy_mix,
     "random-mix": scenario_random_mix,
 }
@@ -737,6 +904,10 @@ POSITIVE_SCENARIOS = frozenset(
         "long-transaction",
         "txn-state-compacted",
         "random-mix",
+        "partial-coordinator-view",
+        "retention-restart",
+        "txn-leader-epoch-bump",
+        "write-after-older-marker",
     }
 )
 

@@ -3,7 +3,8 @@ files) as a Spark stream or batch. Thin glue over :mod:`streaming.sources.files`
 
 Options: ``paths`` (JSON list of files: ``txnwatch scan FILE...``) or ``dir`` (a drop directory,
 ``txnwatch run --source dumps``), ``cluster``, ``as_of`` (epoch ms), ``topic``/``partition``
-(for dumps that lost their ``Dumping <path>`` line).
+(for dumps that lost their ``Dumping <path>`` line), ``txn_state_partitions`` (the
+``__transaction_state`` partition count, config ``[coordinator] txn_state_partitions``, default 50).
 
 Drop-directory contract: a file is read once, when it appears under its final name; writers
 create it as ``.name`` or ``name.tmp`` (``.part``, ``.partial``, ``.inprogress``) and rename it
@@ -43,7 +44,9 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         raise ValueError(f"dumps source: dir {d!r} is not a directory")
     as_of = options.get("as_of")
     part = options.get("partition")
+    n = options.get("txn_state_partitions")
     return {
+        "txn_partitions": int(n) if n not in (None, "", "None") else 50,
         "paths": json.loads(paths) if paths else None,
         "dir": d,
         "cluster": options.get("cluster", "default"),
@@ -66,7 +69,7 @@ def _available(opts: dict[str, Any]) -> list[str]:
 
 def _read(p: FilesPartition, opts: dict[str, Any]) -> Iterator[Any]:
     df = read_files(p.files, cluster=opts["cluster"], as_of_ms=opts["as_of"], topic=opts["topic"],
-                    partition=opts["partition"])
+                    partition=opts["partition"], txn_partitions=opts["txn_partitions"])
     if len(df):
         yield to_arrow(df)
 

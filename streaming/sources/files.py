@@ -5,8 +5,15 @@ segments and producer ``.snapshot`` files, mixed. Pure (no Spark); the ``dumps``
 Each file is recognised by content (dump text vs. binary), then by name. Topic and partition
 come from the dumped path (``.../<topic>-<partition>/<offset>.log``) or, for binary files, from
 the parent folder; the ``topic``/``partition`` options override both. Segments of one partition
-are replayed in base-offset order across files (never by timestamp); a producer snapshot whose
-offset is at or below the first segment seeds the partition (detection.md §1).
+are replayed in base-offset order across files (never by timestamp).
+
+Producer snapshots (detection.md §1): the newest readable snapshot of a partition (binary, or a
+``kafka-dump-log.sh`` dump of any generation whose ``Dumping`` line names the file) seeds it,
+wherever it lies relative to the segments given; batches below its offset still produce rows
+(the state uses them as preview only). A snapshot whose offset is unknown (a dump that lost its
+``Dumping <path>`` line) cannot be placed and is a gap. The log start offset is the first
+segment given (its base offset, or the dump's ``Starting offset``), raised by a
+``log-start-offset-checkpoint`` file given among the inputs.
 """
 
 from __future__ import annotations
@@ -24,12 +31,14 @@ from streaming.partition_read import (
     BatchPiece,
     CoordinatorReplay,
     ReadContext,
-    SnapshotSeed,
+    SnapshotCandidate,
     TxnPiece,
     data_partition_events,
+    newest_readable_snapshot,
     txn_partition_events,
 )
 from streaming.sources.logdir import TXN_TOPIC, parse_partition_dir
+from udfs.checkpoint import CHECKPOINT_FILE, parse_log_start_checkpoint
 from udfs.dump_text import DumpFile, detect_dump, merge_segments, parse_dump
 from udfs.producer_state import PartitionState
 from udfs.record_batch import scan_batches
@@ -55,16 +64,32 @@ class _Segment:
 
 
 @dataclass
+class _Snapshot:
+    """A producer snapshot of the input: entries and the problems that make it unusable."""
+
+    offset: int
+    entries: list[dict[str, Any]]
+    source: str
+    problems: list[str]
+
+    def candidate(self) -> SnapshotCandidate:
+        return SnapshotCandidate(self.offset, self.source, lambda: (self.entries, self.problems))
+
+
+@dataclass
 class _Material:
     """Everything read for one partition, from any number of files."""
 
     segments: list[_Segment] = field(default_factory=list)
     txn: list[tuple[int, list[dict[str, Any]], str, int]] = field(default_factory=list)
-    snapshots: list[tuple[int, list[dict[str, Any]], str]] = field(default_factory=list)
+    snapshots: list[_Snapshot] = field(default_factory=list)
 
 
 def classify(path: str, head: bytes) -> str:
-    """'dump' (kafka-dump-log text), 'snapshot', 'segment' or 'unknown'."""
+    """'dump' (kafka-dump-log text), 'snapshot', 'segment', 'checkpoint' (the log dir's
+    ``log-start-offset-checkpoint``) or 'unknown'."""
+    if os.path.basename(path) == CHECKPOINT_FILE:
+        return "checkpoint"
     if detect_dump(head):
         return "dump"
     if path.endswith(".snapshot"):
@@ -94,12 +119,17 @@ def inputs_have_coordinator(paths: list[str]) -> bool:
 
 
 def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, topic: str | None = None,
-               partition: int | None = None, source: str = "dumps") -> pd.DataFrame:
-    """Events of a set of input files, ending with one progress row per partition."""
+               partition: int | None = None, source: str = "dumps", txn_partitions: int = 50) -> pd.DataFrame:
+    """Events of a set of input files, ending with one progress row per partition.
+
+    ``txn_partitions``: ``__transaction_state``'s partition count (config
+    ``[coordinator] txn_state_partitions``), carried by its progress rows.
+    """
     gaps: list[dict[str, Any]] = []
     data: dict[tuple[str, int], _Material] = {}
     txn: dict[int, _Material] = {}
     dumps: list[DumpFile] = []
+    log_starts: dict[tuple[str, int], int] = {}
     ts_max = -1
     common_gap = dict(source=source, cluster=cluster, event_time_ms=0)
 
@@ -112,6 +142,14 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
                                   **common_gap))
             continue
         kind = classify(path, raw[: 1 << 16])
+        if kind == "checkpoint":
+            entries, problem = parse_log_start_checkpoint(raw.decode("utf-8", errors="replace"), path)
+            if problem:
+                gaps.append(gap_event(f"log start offset checkpoint ignored: {problem}", topic=None, partition=None,
+                                      **common_gap))
+            for k, v in entries.items():
+                log_starts[k] = max(v, log_starts.get(k, v))
+            continue
         if kind == "dump":
             files = parse_dump(raw.decode("utf-8", errors="replace"), source=path, topic=topic, partition=partition)
             for f in files:
@@ -128,10 +166,13 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
             continue
         if kind == "snapshot":
             snap = decode_snapshot(raw, source=path)
-            gaps += [gap_event(e, topic=t, partition=p, **common_gap) for e in snap.errors]
-            if snap.version == 1:
-                data.setdefault((t, p), _Material()).snapshots.append(
-                    (snapshot_offset_from_name(path) or 0, snap.entries, path))
+            offset = snapshot_offset_from_name(path)
+            if offset is None:
+                gaps.append(gap_event(f"{path}: producer snapshot whose offset is unknown (the file name must be "
+                                      "the 20-digit offset): not used", topic=t, partition=p, **common_gap))
+                continue
+            data.setdefault((t, p), _Material()).snapshots.append(_Snapshot(
+                offset, snap.entries, path, [f"{e.reason} (byte {e.position})" for e in snap.errors]))
             continue
         base = _base_from_name(path)
         if t == TXN_TOPIC:
@@ -156,7 +197,9 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         if f.kind == "data":
             cols = dict(f.batches)
             cols["position"] = f.batch_lines.astype(np.int64)
-            base = f.file_offset if f.file_offset is not None else (int(cols["base_offset"][0]) if len(f) else 0)
+            # The first segment's "Starting offset" header is its base offset (from the file name).
+            base = next((x for x in (f.file_offset, f.log_start_offset) if x is not None),
+                        int(cols["base_offset"][0]) if len(f) else 0)
             data.setdefault((f.topic, f.partition), _Material()).segments.append(
                 _Segment(base, cols, where, "{prefix}:{pos}"))
         elif f.kind == "txn_log":
@@ -168,8 +211,15 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
                 gaps.append(gap_event(f"{where}: producer snapshot of an unknown partition (pass --topic/--partition)",
                                       topic=None, partition=None, **common_gap))
                 continue
-            data.setdefault((f.topic, f.partition), _Material()).snapshots.append(
-                (f.file_offset or 0, f.snapshot_entries, where))
+            if f.file_offset is None:
+                gaps.append(gap_event(f"{where} lines {f.first_line}-{f.last_line}: producer snapshot dump of "
+                                      f"{f.topic}-{f.partition} without its offset (the 'Dumping <path>' line names "
+                                      "the NNNNNNNNNNNNNNNNNNNN.snapshot file): not used", topic=f.topic,
+                                      partition=f.partition, **common_gap))
+                continue
+            data.setdefault((f.topic, f.partition), _Material()).snapshots.append(_Snapshot(
+                f.file_offset, f.snapshot_entries, where,
+                [f"line {e.position}: {e.reason}" for e in f.errors]))
         elif len(f) or f.txn_records or f.snapshot_entries:
             gaps.append(gap_event(f"{where} lines {f.first_line}-{f.last_line}: could not tell what was dumped",
                                   topic=f.topic, partition=f.partition, **common_gap))
@@ -179,8 +229,9 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         for s in m.segments:
             if len(s.cols["max_timestamp"]):
                 ts_max = max(ts_max, int(s.cols["max_timestamp"].max()))
-        for _o, entries, _src in m.snapshots:
-            ts_max = max([ts_max] + [e["timestamp"] for e in entries])
+        for sn in m.snapshots:
+            if not sn.problems:
+                ts_max = max([ts_max] + [e["timestamp"] for e in sn.entries])
     for m in txn.values():
         for _b, recs, _src, _e in m.txn:
             ts_max = max([ts_max] + [r["timestamp"] for r in recs if r.get("timestamp") is not None])
@@ -193,27 +244,33 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         for _base, recs, src, epoch in sorted(txn[p].txn, key=lambda x: x[0]):
             recs = sorted(recs, key=lambda r: r["offset"])
             pieces.append(TxnPiece(recs, src, epoch, recs[-1]["offset"] + 1 if recs else None))
-        ctx = ReadContext(TXN_TOPIC, p, source, cluster, clock)
-        frames.append(txn_partition_events(ctx, pieces, CoordinatorReplay(known),
+        first = min(b for b, _r, _s, _e in txn[p].txn)
+        log_start = max(first, log_starts.get((TXN_TOPIC, p), first))
+        ctx = ReadContext(TXN_TOPIC, p, source, cluster, clock, read_from_zero=log_start == 0,
+                          txn_partition_count=txn_partitions)
+        frames.append(txn_partition_events(ctx, pieces, CoordinatorReplay(known), log_start_offset=log_start,
                                            progress_position=pieces[-1].source_position))
 
     for (t, p), m in sorted(data.items()):
         segs = sorted(m.segments, key=lambda s: s.base)
-        snaps = sorted(m.snapshots, key=lambda s: s[0])
-        seed = None
-        if snaps:
-            eligible = [s for s in snaps if not segs or s[0] <= segs[0].base]
-            if eligible:
-                offset, entries, where = eligible[-1]
-                seed = SnapshotSeed(entries, offset, where)
+        seed, skipped = newest_readable_snapshot([sn.candidate() for sn in m.snapshots])
+        for where, reason in skipped:
+            g = gap_event(reason, topic=t, partition=p, **common_gap)
+            g["source_position"] = where
+            gaps.append(g)
         state = PartitionState()
         if seed is not None:
             state.load_snapshot(seed.entries, seed.offset)
-        # "Read from the log start" (detection.md §4.2) only when the input begins at offset 0 and
-        # no snapshot stands in for earlier history.
-        ctx = ReadContext(t, p, source, cluster, clock, from_log_start=seed is None and bool(segs) and segs[0].base == 0)
+        log_start = segs[0].base if segs else None
+        if (t, p) in log_starts:
+            log_start = max(log_starts[(t, p)], log_start if log_start is not None else -1)
+        ctx = ReadContext(t, p, source, cluster, clock, from_log_start=seed is None and bool(segs) and segs[0].base == 0,
+                          read_from_zero=bool(segs) and segs[0].base == 0 and log_start == 0,
+                          snapshot_offset=seed.offset if seed is not None else None)
         pieces = [BatchPiece(s.cols, s.source, s.position_format) for s in segs]
-        frames.append(data_partition_events(ctx, pieces, state=state, seed=seed,
+        if not pieces and seed is None:
+            continue  # only unusable snapshots: their gaps say so
+        frames.append(data_partition_events(ctx, pieces, state=state, seed=seed, log_start_offset=log_start,
                                             progress_position=segs[-1].source if segs else seed.source_position))
 
     for g in gaps:

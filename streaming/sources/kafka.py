@@ -131,7 +131,10 @@ def close_wires() -> None:
 
 class KafkaPartition(InputPartition):
     def __init__(self, topic: str, partition: int, start: int, end: int, clock: int, from_log_start: bool,
-                 reset: dict[str, Any] | None = None) -> None:
+                 reset: dict[str, Any] | None = None, read_from_zero: bool = False,
+                 txn_partition_count: int | None = None) -> None:
+        self.read_from_zero = read_from_zero  # read from its log start, which is 0 (nothing ever deleted)
+        self.txn_partition_count = txn_partition_count  # __transaction_state partitions in Metadata
         self.topic = topic
         self.partition = partition
         self.start = start
@@ -240,6 +243,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         ids = dict(known_ids)
         offs = self._offsets_settled(tps, parts, known_ids)
         resets: dict[str, dict[str, Any]] = {}
+        zero: list[str] = []  # partitions whose log start is 0 now (so it always was: it never decreases)
         lagging = False
         for t, p in tps:
             o = offs.get((t, p))
@@ -256,6 +260,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                     parts[k] = [reset["restart"], flag]
             if o.topic_id:
                 ids[t] = o.topic_id
+            if o.log_start == 0:
+                zero.append(k)
             nxt = parts[k][0]
             end = o.high_watermark
             if self.opts["max_offsets"] and t != TXN_TOPIC and end - nxt > self.opts["max_offsets"]:
@@ -263,7 +269,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 lagging = True
             parts[k] = [max(end, nxt), parts[k][1]]
         clock = start.get("clock", -1) if lagging else max(start.get("clock", -1), now)
-        return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets}
+        return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "zero": zero}
 
     def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list], ids: dict[str, str]) -> dict:
         """Offsets of ``tps``; where a high watermark is below what was already read (and the
@@ -286,6 +292,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         out = []
         clock = max(end.get("clock", -1), 0)
         resets = end.get("resets", {})
+        zero = set(end.get("zero", ()))
+        # n of __transaction_state from the cluster's Metadata: the enrichment needs it to know
+        # whether every coordinator partition was read (detection.md §3.1).
+        n_txn = sum(1 for k in end["parts"] if k.split("\t")[0] == TXN_TOPIC) or None
         for k, (e, from_start) in end["parts"].items():
             t, p = k.split("\t")
             s = start.get("parts", {}).get(k)
@@ -295,7 +305,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                 s_off = reset["restart"]
             # Every partition is read every micro-batch, even with nothing new, so that it emits
             # its progress row (high watermark, LSO, log start) for timers and enrichment.
-            out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset))
+            out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset,
+                                      read_from_zero=bool(from_start) and k in zero,
+                                      txn_partition_count=n_txn if t == TXN_TOPIC else None))
         return out
 
     def read(self, partition: KafkaPartition) -> Iterator[Any]:
@@ -406,7 +418,9 @@ def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
     w = _wire(opts)
     common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
     t, p = part.topic, part.partition
-    ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start)
+    ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start,
+                      read_from_zero=part.read_from_zero,
+                      txn_partition_count=part.txn_partition_count)
     if t == TXN_TOPIC:
         memo_key = (opts["bootstrap"], p)
         memo = _TXN_MEMO.get(memo_key)

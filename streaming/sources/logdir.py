@@ -9,6 +9,13 @@ offset order across segments.
 The ``segments`` Spark source plans with :func:`plan_partition` on the driver (header scan of the
 new bytes only: finds the last whole batch and the newest timestamp) and reads with
 :func:`read_range` on executors.
+
+Producer state (detection.md §1): a data partition is seeded from its *newest readable* snapshot
+(:func:`newest_snapshot`), chosen once, at the partition's first plan, and kept for every later
+read (the offset travels in the source's offsets), so every row of the partition carries the same
+``snapshot_offset``. Every segment is still read from the first one: batches below the snapshot
+produce preview rows. The log start offset is the first segment's base offset, raised by the log
+dir's ``log-start-offset-checkpoint`` entry (``LogLoader.load``: max of the two).
 """
 
 from __future__ import annotations
@@ -27,11 +34,15 @@ from streaming.partition_read import (
     BatchPiece,
     CoordinatorReplay,
     ReadContext,
+    SnapshotCandidate,
     SnapshotSeed,
     TxnPiece,
     data_partition_events,
+    newest_readable_snapshot,
+    replay_batches,
     txn_partition_events,
 )
+from udfs.checkpoint import CHECKPOINT_FILE, read_log_start_checkpoint
 from udfs.model import DecodeError
 from udfs.producer_state import PartitionState
 from udfs.record_batch import BatchScan, scan_batches
@@ -102,18 +113,40 @@ def snapshots(part: PartitionDir) -> list[tuple[int, str]]:
     return sorted(out)
 
 
-def seed_snapshot(part: PartitionDir) -> tuple[int, str] | None:
-    """The snapshot that describes the state *before* the first available segment (the newest one
-    at or below its base offset), or the newest snapshot when there are no segments. Later
-    snapshots only summarise segments we read anyway."""
-    snaps = snapshots(part)
-    if not snaps:
-        return None
+def _load_snapshot(path: str) -> tuple[list[dict[str, Any]], list[str]]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return [], [f"cannot read {path}: {exc.strerror}"]
+    snap = decode_snapshot(data, source=path)
+    return snap.entries, [f"{e.reason} (byte {e.position})" for e in snap.errors]
+
+
+def snapshot_candidates(part: PartitionDir) -> list[SnapshotCandidate]:
+    """Every ``.snapshot`` file of the partition, as seed candidates."""
+    return [SnapshotCandidate(off, f"{part.name}/{os.path.basename(path)}",
+                              lambda path=path: _load_snapshot(path)) for off, path in snapshots(part)]
+
+
+def newest_snapshot(part: PartitionDir) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
+    """The newest readable snapshot of a data partition (detection.md §1) and the corrupt newer
+    ones skipped, as (file, reason). ``__transaction_state`` partitions have none."""
+    if part.is_txn_state:
+        return None, []
+    return newest_readable_snapshot(snapshot_candidates(part))
+
+
+def log_start_offset(part: PartitionDir) -> tuple[int | None, str | None]:
+    """The partition's log start offset: its first segment's base offset, or the log dir's
+    ``log-start-offset-checkpoint`` entry when higher (``LogLoader.load``); and a reason when the
+    checkpoint file is unreadable (it is then ignored, as the entry is only ever a raise)."""
     segs = segments(part)
-    if not segs:
-        return snaps[-1]
-    eligible = [s for s in snaps if s[0] <= segs[0][0]]
-    return eligible[-1] if eligible else None
+    first = segs[0][0] if segs else None
+    ckpt, problem = read_log_start_checkpoint(os.path.join(os.path.dirname(part.path), CHECKPOINT_FILE))
+    entry = ckpt.get((part.topic, part.partition))
+    known = [x for x in (first, entry) if x is not None]
+    return (max(known) if known else None), problem
 
 
 @dataclass(frozen=True)
@@ -135,6 +168,7 @@ class PartitionPlan:
     max_ts: int | None = None
     more: bool = False  # whole batches remain beyond ``end`` (budget or cutoff reached)
     errors: list[DecodeError] = field(default_factory=list)
+    seed_offset: int = -1  # first plan only: offset of the snapshot the partition is seeded from
 
 
 def plan_partition(
@@ -197,12 +231,12 @@ def plan_partition(
             plan.chunks.append(Chunk(base, path, pos, pos + consumed))
         plan.end = (base, pos + consumed)
     if start is None:
-        snap = seed_snapshot(part)
-        if snap is not None:
+        seed, _skipped = newest_snapshot(part)
+        if seed is not None:
+            plan.seed_offset = seed.offset
             if plan.end is None:
-                plan.end = (snap[0], 0)  # a snapshot alone is something to read
-            s = decode_snapshot(open(snap[1], "rb").read(), source=snap[1])
-            ts = [e["timestamp"] for e in s.entries if e["timestamp"] >= 0]
+                plan.end = (seed.offset, 0)  # a snapshot alone is something to read
+            ts = [e["timestamp"] for e in seed.entries if e["timestamp"] >= 0]
             if ts:
                 _note_ts(plan, np.asarray(ts))
     return plan
@@ -259,24 +293,42 @@ def _prefix_chunks(part: PartitionDir, start: tuple[int, int]) -> list[Chunk]:
     return out
 
 
-def _data_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc: bool) -> PartitionState:
-    """Producer state of the partition up to ``start`` (memoised per worker process)."""
+def _data_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc: bool,
+                 seed: SnapshotSeed | None) -> PartitionState:
+    """Producer state of the partition up to ``start``: the seed snapshot, then the batches at or
+    after its offset (memoised per worker process)."""
     with _MEMO_LOCK:
         memo = _MEMO.get(part.path)
     if start is None:
         st = PartitionState()
-        snap = seed_snapshot(part)
-        if snap is not None:
-            s = decode_snapshot(open(snap[1], "rb").read(), source=snap[1])
-            st.load_snapshot(s.entries, snap[0])
+        if seed is not None:
+            st.load_snapshot(seed.entries, seed.offset)
         return st
     if memo is not None and memo[0] == start:
         return memo[1]
-    st = _data_prefix(part, None, validate_crc)
+    st = _data_prefix(part, None, validate_crc, seed)
     for c in _prefix_chunks(part, start):
         scan = _scan(c, _read(c), validate_crc)
-        st.apply(scan.columns, scan.columns["crc_valid"] != 0)
+        replay_batches(st, scan.columns, seed.offset if seed is not None else None)
     return st
+
+
+def _seed_at(part: PartitionDir, offset: int | None) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
+    """The seed of a partition: the snapshot the first plan chose (``offset``; -1 = none), or the
+    newest readable one when no plan chose (``offset`` None: batch reads, old checkpoints)."""
+    if offset is None:
+        return newest_snapshot(part)
+    if offset < 0:
+        return None, []
+    for c in snapshot_candidates(part):
+        if c.offset == offset:
+            entries, problems = c.load()
+            if not problems:
+                return SnapshotSeed(entries, offset, c.source_position), []
+            return None, [(c.source_position, f"producer snapshot at offset {offset} chosen at the first read is "
+                           f"now unreadable: {'; '.join(problems)}")]
+    return None, [(part.name, f"producer snapshot at offset {offset} chosen at the first read is gone "
+                   "(deleted by the broker); the partition's state is not seeded")]
 
 
 def _txn_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc: bool) -> CoordinatorReplay:
@@ -312,16 +364,35 @@ def read_range(
     clock_ms: int,
     validate_crc: bool = True,
     source: str = "segments",
+    seed_offset: int | None = None,
+    txn_partition_count: int | None = None,
 ) -> pd.DataFrame:
-    """Events of one planned read of one partition, ending with its progress row."""
+    """Events of one planned read of one partition, ending with its progress row.
+
+    ``seed_offset``: the snapshot the partition's first plan chose (-1: none; None: choose the
+    newest readable one now). ``txn_partition_count``: ``__transaction_state``'s partition count
+    for its progress rows (config ``txn_state_partitions``).
+    """
     gaps: list[dict[str, Any]] = []
     common = dict(source=source, cluster=cluster, event_time_ms=clock_ms)
     segs = segments(part)
-    log_start = segs[0][0] if segs else None
-    # A seed snapshot means the producers' history before it is summarised, not read: the
-    # "log-start" coordinator-epoch rule (detection.md §4.2) must not apply then.
+    log_start, ckpt_problem = log_start_offset(part)
+    if ckpt_problem and start is None:
+        gaps.append(gap_event(f"log start offset checkpoint ignored: {ckpt_problem}", topic=part.topic,
+                              partition=part.partition, **common))
+    seed, skipped = (None, []) if part.is_txn_state else _seed_at(part, seed_offset)
+    if start is None and seed_offset is not None and not part.is_txn_state:
+        # the plan chose past corrupt newer snapshots: report them with the first read
+        skipped = newest_snapshot(part)[1] + skipped
+    if start is None:
+        gaps += [_gap_at(where_, reason, part, common) for where_, reason in skipped]
+    snap_off = seed.offset if seed is not None else None
+    # A seed snapshot means the producers' history before it is summarised, not read.
     ctx = ReadContext(part.topic, part.partition, source, cluster, clock_ms,
-                      from_log_start=part.is_txn_state or seed_snapshot(part) is None)
+                      from_log_start=part.is_txn_state or seed is None,
+                      read_from_zero=bool(segs) and segs[0][0] == 0 and log_start == 0,
+                      snapshot_offset=snap_off,
+                      txn_partition_count=txn_partition_count if part.is_txn_state else None)
     where = _where(part, end)
     if part.is_txn_state:
         acc = _txn_prefix(part, start, validate_crc).copy()
@@ -334,27 +405,26 @@ def read_range(
         out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where)
         memo = acc
     else:
-        st = _data_prefix(part, start, validate_crc)
+        st = _data_prefix(part, start, validate_crc, seed)
         st = PartitionState(producers={k: _copy(v) for k, v in st.producers.items()}, next_offset=st.next_offset)
-        seed = None
-        if start is None:
-            snap = seed_snapshot(part)
-            if snap is not None:
-                s = decode_snapshot(open(snap[1], "rb").read(), source=snap[1])
-                seed = SnapshotSeed(s.entries, snap[0], f"{part.name}/{os.path.basename(snap[1])}")
-                gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in s.errors]
         pieces = []
         for c in chunks:
             scan = _scan(c, _read(c), validate_crc)
             pieces.append(BatchPiece(scan.columns, f"{part.name}/{os.path.basename(c.path)}"))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
-        out = data_partition_events(ctx, pieces, state=st, seed=seed, gaps=gaps, log_start_offset=log_start,
-                                    progress_position=where)
+        out = data_partition_events(ctx, pieces, state=st, seed=seed if start is None else None, gaps=gaps,
+                                    log_start_offset=log_start, progress_position=where)
         memo = st
     if end is not None:
         with _MEMO_LOCK:
             _MEMO[part.path] = (end, memo)
     return out
+
+
+def _gap_at(where: str, reason: str, part: PartitionDir, common: dict[str, Any]) -> dict[str, Any]:
+    g = gap_event(reason, topic=part.topic, partition=part.partition, **common)
+    g["source_position"] = where
+    return g
 
 
 def _where(part: PartitionDir, end: tuple[int, int] | None) -> str:

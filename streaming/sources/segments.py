@@ -3,10 +3,12 @@ Python Data Source API). Thin glue over :mod:`streaming.sources.logdir`.
 
 Options: ``path`` (required), ``cluster`` (default ``default``), ``as_of`` (epoch ms: fixed
 clock), ``validate_crc`` (default true), ``max_bytes_per_trigger`` (per data partition;
-``__transaction_state`` is never throttled).
+``__transaction_state`` is never throttled), ``txn_state_partitions`` (the
+``__transaction_state`` partition count, config ``[coordinator] txn_state_partitions``, default 50).
 
-Offsets: ``{"parts": {"<topic>-<partition>": [segment base, byte position, newest ts read]},
-"clock": ms}``. Every row of a micro-batch carries the clock as ``event_time``.
+Offsets: ``{"parts": {"<topic>-<partition>": [segment base, byte position, newest ts read,
+seed snapshot offset]}, "clock": ms}``; the seed snapshot (-1: none) is chosen at the
+partition's first plan and kept, so every read of it stamps the same ``snapshot_offset``. Every row of a micro-batch carries the clock as ``event_time``.
 
 The clock is the newest timestamp read so far (detection.md §2), or ``as_of``, with one guard:
 while a data partition still has a backlog (``max_bytes_per_trigger``), the clock may not pass
@@ -56,7 +58,7 @@ def plan_offsets(opts: dict[str, Any], start: dict, max_bytes: int | None) -> di
         plan = plan_partition(part, tuple(pos[:2]) if pos else None, max_bytes)
         seen = max(pos[2] if pos else -1, plan.max_ts if plan.max_ts is not None else -1)
         if plan.end is not None:
-            parts[part.name] = [*plan.end, seen]
+            parts[part.name] = [*plan.end, seen, _seed_of(pos, plan.seed_offset)]
         newest = max(newest, seen)
         if plan.more:
             lagging.append(seen)
@@ -80,14 +82,20 @@ def plan_offsets(opts: dict[str, Any], start: dict, max_bytes: int | None) -> di
     return {"parts": parts, "clock": clock}
 
 
+def _seed_of(pos: list[int] | None, planned: int) -> int:
+    """The seed snapshot offset kept in a partition's position (the first plan's choice)."""
+    return pos[3] if pos is not None and len(pos) > 3 else planned
+
+
 class SegmentsPartition(InputPartition):
     def __init__(self, part_path: str, chunks: list[Chunk], start: list[int] | None, end: list[int] | None,
-                 clock: int) -> None:
+                 clock: int, seed_offset: int | None = None) -> None:
         self.part_path = part_path
         self.chunks = chunks
         self.start = start
         self.end = end
         self.clock = clock
+        self.seed_offset = seed_offset
 
 
 def _options(options: dict[str, str]) -> dict[str, Any]:
@@ -98,7 +106,9 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         raise ValueError(f"segments source: path {path!r} is not a directory")
     as_of = options.get("as_of")
     mb = options.get("max_bytes_per_trigger")
+    n = options.get("txn_state_partitions")
     return {
+        "txn_partitions": int(n) if n not in (None, "", "None") else 50,
         "path": path,
         "cluster": options.get("cluster", "default"),
         "as_of": int(as_of) if as_of not in (None, "", "None") else None,
@@ -111,7 +121,8 @@ def _read_partition(p: SegmentsPartition, opts: dict[str, Any]) -> Iterator[Any]
     part = parse_partition_dir(p.part_path)
     df = read_range(part, p.chunks, start=tuple(p.start) if p.start else None,
                     end=tuple(p.end) if p.end else None, cluster=opts["cluster"], clock_ms=p.clock,
-                    validate_crc=opts["validate_crc"])
+                    validate_crc=opts["validate_crc"], seed_offset=p.seed_offset,
+                    txn_partition_count=opts["txn_partitions"])
     if len(df):
         yield to_arrow(df)
 
@@ -159,7 +170,8 @@ class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if part is None or (spos is not None and list(spos[:2]) == list(epos[:2])):
                 continue
             chunks = chunks_between(part, tuple(spos[:2]) if spos else None, tuple(epos[:2]))
-            out.append(SegmentsPartition(part.path, chunks, spos[:2] if spos else None, list(epos[:2]), clock))
+            out.append(SegmentsPartition(part.path, chunks, spos[:2] if spos else None, list(epos[:2]), clock,
+                                         epos[3] if len(epos) > 3 else None))
         return out
 
     def read(self, partition: SegmentsPartition) -> Iterator[Any]:
@@ -183,7 +195,8 @@ class SegmentsBatchReader(DataSourceReader):
             plans.append((part, plan))
             if plan.max_ts is not None and self.opts["as_of"] is None:
                 clock = max(clock, plan.max_ts)
-        return [SegmentsPartition(p.path, plan.chunks, None, list(plan.end), max(clock, 0)) for p, plan in plans]
+        return [SegmentsPartition(p.path, plan.chunks, None, list(plan.end), max(clock, 0), plan.seed_offset)
+                for p, plan in plans]
 
     def read(self, partition: SegmentsPartition) -> Iterator[Any]:
         return _read_partition(partition, self.opts)
