@@ -219,17 +219,10 @@ def txn_state_events(
                                    event_time_ms=event_time_ms, source_position=source_position, topic=topic))
 
 
-def txn_state_rows(
-    records: Iterable[dict[str, Any]],
-    *,
-    partition: int,
-    source: str,
-    cluster: str,
-    event_time_ms: int,
-    source_position: str | None = None,
-    topic: str = "__transaction_state",
-) -> list[dict[str, Any]]:
-    """:func:`txn_state_events` as row dicts (untyped)."""
+def txn_state_rows(records: Iterable[dict[str, Any]], *, partition: int, source: str, cluster: str,
+                   event_time_ms: int, source_position: str | None = None,
+                   topic: str = "__transaction_state") -> list[dict[str, Any]]:
+    """:func:`txn_state_events` as row dicts (untyped, for a caller that types a whole read once)."""
     rows = []
     prefix = source_position or f"{topic}-{partition}"
     for r in records:
