@@ -205,6 +205,11 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         "epoch_hint": hint if status != RESOLVED else None,
         "evidence": (evidence_object(judged.txn, judged.record, judged.evidence, judged.txn_partition)
                      if judged is not None else None),
+        # filled on the live path by streaming.broker_confirm.annotate
+        "confirmed_by": None,
+        "blocked_groups": None,
+        "stale": None,  # set on re-publication while the partition is unreadable (streaming/availability.py)
+        "last_read_ms": None,
     }
     out["verify_hint"] = _verify_hint(out, txn_partitions)
     return out
@@ -431,8 +436,12 @@ class Enricher:
                 else:
                     ev = replace(ev, describe_producers=dp)  # blocks this verdict; asked again next time
         if cache.get("dp"):
-            return txn, replace(ev, describe_producers=DescribeProducersAnswer(**cache["dp"])), None
-        if ev.describe_producers is not None or ev.last_marker is not None or ev.snapshot is not None \
+            # rule 1 gives the epoch; the look-back still gives O's previous marker, which tells
+            # write-after-marker from coordinator-finished-without-partition (same verdict as < 2.8)
+            ev = replace(ev, describe_producers=DescribeProducersAnswer(**cache["dp"]))
+            if txn.prev_marker is not None or ev.last_marker is not None:
+                return txn, ev, None
+        elif ev.describe_producers is not None or ev.last_marker is not None or ev.snapshot is not None \
                 or ev.read_from_zero:
             return txn, ev, None
         if "lookback" not in cache:
@@ -445,7 +454,7 @@ class Enricher:
             return replace(txn, prev_marker=txn.prev_marker or res.marker), replace(ev, last_marker=res.marker), None
         if res.complete and res.read_from_zero:
             return txn, replace(ev, read_from_zero=True), None
-        return txn, ev, res.reason
+        return txn, ev, None if ev.describe_producers is not None else res.reason
 
     def _publish(self, row: dict[str, Any], now_ms: int, out: list[dict[str, Any]]) -> None:
         """Judge one finding; publish it when its verdict changed, hold it when it may not be."""

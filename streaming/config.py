@@ -47,6 +47,11 @@ class KafkaConfig:
     fetch_max_bytes: int = 4194304
     client_id: str = "txnwatch"
     request_timeout_ms: int = 30000
+    groups_refresh_ms: int = 60000  # blocked consumer groups: offsets cache age (0 = lookup off)
+    # per-partition availability (issue 14) and per-broker planning (issue 12)
+    unavailable_timeout_ms: int = 600000
+    once_ride_through_ms: int = 60000
+    groups_per_broker: int = 1
     security_protocol: str = field(default="PLAINTEXT", metadata=SECURITY)
     sasl_mechanism: str = field(default="", metadata=SECURITY)
     sasl_plain_username: str = field(default="", metadata=SECURITY)

@@ -111,6 +111,7 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("snapshot_offset", "long"),
     ("from_log_start", "bool"),  # this partition's reading began at its log start offset
     ("read_from_zero", "bool"),  # reading began at offset 0 and nothing was ever deleted (log start 0)
+    ("lagging", "bool"),  # live source: this read stopped short of the high watermark (admission control)
     ("high_watermark", "long"),
     ("lso", "long"),
     ("log_start_offset", "long"),

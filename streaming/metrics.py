@@ -7,6 +7,7 @@ of :class:`streaming.pipeline.SinkSet`. ``observe(batch_id, stats)`` reads:
 ``open_alerts``  {key: {"status", "alert"}}: the open findings (late/hanging) → late/hanging
                  gauges, partitions with late transactions; also the per-partition open
                  transaction gauges when ``open_transactions`` is absent (findings only).
+                 ``blocked_groups`` of the open findings → ``txnwatch_blocked_groups`` per partition.
 ``alerts``       alerts published by this micro-batch → ``txnwatch_alerts_total{status}``.
 ``gaps``         gap rows of this micro-batch → ``txnwatch_gaps_total``.
 ``partitions``   {"topic-partition": {high_watermark, lso, log_start_offset}} → LSO lag.
@@ -79,6 +80,9 @@ class Metrics:
             "(KIP-664 MaxActiveTransactionDuration)", tp, registry=r)
         self.lso_lag = Gauge("txnwatch_lso_lag_records", "High watermark minus last stable offset per partition",
                              tp, registry=r)
+        self.blocked_groups = Gauge(
+            "txnwatch_blocked_groups", "Consumer groups committed at or below an open finding's first offset, "
+            "per partition (live path)", ["cluster", "topic", "partition"], registry=r)
         self.late = Gauge("txnwatch_late_transactions", "Open findings with status late", ["cluster"], registry=r)
         self.hanging = Gauge("txnwatch_hanging_transactions", "Open findings with status hanging, by cause",
                              ["cluster", "cause"], registry=r)
@@ -95,6 +99,14 @@ class Metrics:
         self.quarantined = Counter("txnwatch_quarantined", "Event rows quarantined by the quality gate",
                                    ["cluster"], registry=r)
         self.alerts = Counter("txnwatch_alerts", "Alerts published, by status", ["cluster", "status"], registry=r)
+        self.unavailable = Gauge("txnwatch_partitions_unavailable", "Partitions the live source cannot read now "
+                                 "(no leader, leader/storage error, leader not answering), by topic",
+                                 ["cluster", "topic"], registry=r)
+        self.lagging = Gauge("txnwatch_partitions_lagging", "Partitions read short of their high watermark this "
+                             "micro-batch (max_offsets_per_trigger): no new verdicts there until caught up",
+                             ["cluster", "topic"], registry=r)
+        self.unavailable_seconds = Gauge("txnwatch_partitions_unavailable_seconds", "How long the longest-unavailable "
+                                         "partition of the topic has been unreadable", ["cluster", "topic"], registry=r)
         self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
         self.port: int = self._server.server_port
         if cluster is not None:
@@ -162,6 +174,12 @@ class Metrics:
         self._set_series("hanging", self.hanging, {(cl, c): float(n) for c, n in causes.items()})
         late_parts = {(a.get("topic"), a.get("partition")) for s, a in findings if s in FINDING_STATUSES}
         self.late_partitions.labels(cl).set(len(late_parts))
+        blocked: dict[tuple[str, ...], set[str]] = {}
+        for s, a in findings:
+            if s in FINDING_STATUSES and a.get("blocked_groups") is not None:
+                blocked.setdefault((cl, str(a.get("topic")), str(a.get("partition"))), set()).update(
+                    a["blocked_groups"])
+        self._set_series("blocked_groups", self.blocked_groups, {k: float(len(v)) for k, v in blocked.items()})
 
         # per partition: open transactions and the oldest one's age
         # the coordinator's own partitions never hold transactions: not reported per partition
@@ -192,6 +210,13 @@ class Metrics:
             if hw is not None and lso is not None:
                 lag[(cl, *_split_tp(name))] = max(0.0, hw - lso)
         self._set_series("lso_lag", self.lso_lag, lag)
+
+        self._set_series("lagging", self.lagging,
+                         {(cl, t): float(n) for t, n in (stats.get("lagging") or {}).items()})
+        down = stats.get("unavailable") or {}
+        self._set_series("unavailable", self.unavailable, {(cl, t): float(n) for t, (n, _) in down.items()})
+        self._set_series("unavailable_s", self.unavailable_seconds,
+                         {(cl, t): age / 1000.0 for t, (_, age) in down.items()})
 
         # counters and the rest
         for a in stats.get("alerts") or []:

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from streaming.alerts import AlertConfig, Enricher
+from streaming.availability import Availability
 from streaming.broker_evidence import BrokerEvidence
 from streaming.events import FIELD_NAMES
 from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, event_records, process_key
@@ -153,12 +154,40 @@ class SinkSet:
     on_batch: list[Callable[[int, dict[str, Any]], None]] = field(default_factory=list)
 
     def emit(self, alerts: list[dict[str, Any]]) -> None:
-        for s in self.sinks:
+        for i, s in enumerate(self.sinks):
             s(alerts)
+            if alerts and i + 1 < len(self.sinks):
+                _test_pause(f"after-sink-{i + 1}")
 
 
-def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
-    """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher."""
+#: Crash-test hook (tests/test_crash_restart.py): ``<point>:<marker file>`` makes the first
+#: publishing micro-batch write the marker file and stop at ``point`` (``before-sinks``, or
+#: ``after-sink-N`` = after the N-th configured sink) until the test kills the driver.
+TEST_PAUSE_ENV = "TXNWATCH_TEST_PAUSE"
+
+
+def _test_pause(point: str) -> None:
+    spec = os.environ.get(TEST_PAUSE_ENV)
+    if not spec or not spec.startswith(point + ":"):
+        return
+    marker = spec.split(":", 1)[1]
+    if os.path.exists(marker):
+        return  # paused once already (a restarted driver runs on)
+    with open(marker, "w") as f:
+        f.write(point)
+    log.warning("%s: paused at %s", TEST_PAUSE_ENV, point)
+    time.sleep(3600)
+
+
+def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availability | None = None) -> Callable:
+    """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher.
+
+    ``availability`` (live path): availability records first, then the verdicts of partitions
+    read this batch; verdicts of unreadable partitions are held back (streaming/availability.py).
+    On the live path (``enricher.broker``) each late/hanging alert also gets the cluster's own
+    confirmation (``streaming.broker_confirm.annotate``) before it is published.
+    """
+    availability = availability or Availability()
 
     def write(batch_df, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -175,11 +204,26 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet) -> Callable:
         raw = [r for r in rows if r["out_kind"] == "alert"]
         raw.sort(key=lambda r: (r["topic"], r["partition"], r["first_offset"], r["now_ms"] or 0))
         enricher.observe_open_sets([r for r in rows if r["out_kind"] == "open_set"])
+        now = max([r["now_ms"] for r in rows if r.get("now_ms") is not None] or [enricher.clock or 0]) or None
+        records = availability.observe(gaps, progress, enricher.active, now)
+        availability.apply_holds(enricher)
         alerts = enricher.process(raw, progress)
+        if enricher.broker is not None:
+            from streaming.broker_confirm import annotate
+
+            for a in alerts:
+                annotate(a, enricher.broker)
+        alerts = records + alerts
+        if alerts:
+            _test_pause("before-sinks")
         sinks.emit(alerts)
         enricher.last_batch_id = batch_id
         enricher.save()
+        availability.save()
         stats = {"rows": len(rows), "progress": len(progress), "gaps": gaps, "alerts": alerts,
+                 "unavailable": availability.unavailable_by_topic(now),
+                 "unavailable_partitions": sorted(availability.down),
+                 "lagging": availability.lagging_by_topic(),
                  "open_alerts": dict(enricher.active), "partitions": dict(enricher.partitions),
                  "open_transactions": enricher.open_transactions(), "now_ms": enricher.clock,
                  "duration_s": time.monotonic() - t0}
@@ -197,8 +241,9 @@ def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineC
     events = spark.readStream.format(source_format).options(**options).load()
     out = detect(events, cfg)
     enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json", broker=broker)
+    availability = Availability(checkpoint.rstrip("/") + "/txnwatch-availability.json")
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
-        make_batch_writer(enricher, sinks))
+        make_batch_writer(enricher, sinks, availability))
     if query_name:
         w = w.queryName(query_name)
     w = w.trigger(**(trigger or {"processingTime": "2 seconds"}))

@@ -61,7 +61,10 @@ def build_sinks(sinks_cfg: SinksConfig, kafka: KafkaConfig, *, console_out=None)
 
         if not kafka.bootstrap_servers:
             raise ConfigError("sinks.enabled contains kafka but kafka.bootstrap_servers is empty")
-        sinks.sinks.append(KafkaAlertSink.from_config(kafka, sinks_cfg))
+        from streaming.sinks.kafka_topic import BufferedAlertSink
+
+        # never holds up the JSONL/console sinks; retries in order through topic outages
+        sinks.sinks.append(BufferedAlertSink(KafkaAlertSink.from_config(kafka, sinks_cfg)))
     return sinks
 
 
@@ -97,10 +100,15 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
             "include_internal": str(k.include_internal).lower(), "starting_offsets": k.starting_offsets,
             "max_offsets_per_trigger": str(k.max_offsets_per_trigger), "fetch_max_bytes": str(k.fetch_max_bytes),
             "client_id": k.client_id, "request_timeout_ms": str(k.request_timeout_ms),
+            "unavailable_timeout_ms": str(k.unavailable_timeout_ms), "groups_per_broker": str(k.groups_per_broker),
             "security_protocol": k.security_protocol}
     # Secrets become env:/file: references (never plan-visible options); runs before Spark starts.
     opts.update(spark_source_options(k.security()))
     return "kafka-txn", opts, True
+
+
+#: ``run --once`` ended with partitions it could not read (it judged the rest).
+EXIT_UNREAD = 3
 
 
 def alert_config(cfg: Config, *, live: bool) -> AlertConfig:
@@ -126,11 +134,14 @@ def broker_evidence(cfg: Config) -> BrokerEvidence:
 
 
 class ProgressLogger:
-    """One log line per micro-batch: rows in, findings, batch duration, source lag."""
+    """One log line per micro-batch: rows in, findings, batch duration, source lag, and the
+    partitions that could not be read (by topic, with the longest outage)."""
 
     def __init__(self) -> None:
         self.t0 = time.monotonic()
         self.batches = 0
+        self.unavailable: list[str] = []  # "topic-partition" unreadable as of the last batch
+        self.judged = 0  # findings published over the run
 
     def __call__(self, batch_id: int, stats: dict[str, Any]) -> None:
         self.batches += 1
@@ -142,6 +153,28 @@ class ProgressLogger:
         log.warning("batch %d: %d rows, %d progress, %d gaps, %d alerts out; open findings: %d late, %d hanging; "
                     "LSO lag %d records", batch_id, stats["rows"], stats["progress"], len(stats["gaps"]),
                     len(stats["alerts"]), late, hanging, lag)
+        self.unavailable = list(stats.get("unavailable_partitions") or [])
+        self.judged += sum(1 for a in stats["alerts"] if a.get("status") not in ("unavailable", "available"))
+        behind = stats.get("lagging") or {}
+        if behind:
+            log.warning("batch %d: partitions lagging (verdicts held until read through now): %s", batch_id,
+                        ", ".join(f"{t}: {n}" for t, n in sorted(behind.items())))
+        down = stats.get("unavailable") or {}
+        if down:
+            log.warning("batch %d: partitions unavailable: %s", batch_id, ", ".join(
+                f"{t}: {n} for up to {age // 1000} s" for t, (n, age) in sorted(down.items())))
+
+
+def broker_confirm(cfg: Config):
+    """Every answer the live cluster gives about a finding: KIP-664 and consumer groups
+    (``streaming.broker_confirm``), composed with the look-back of :func:`broker_evidence`."""
+    from streaming.broker_confirm import KafkaBrokerConfirm
+    from streaming.sources.kafka_security import kafka_python_kwargs
+
+    k = cfg.kafka
+    return KafkaBrokerConfirm(k.bootstrap_servers, client_id=f"{k.client_id}-confirm",
+                              security=kafka_python_kwargs(k.security()), request_timeout_ms=k.request_timeout_ms,
+                              groups_refresh_ms=k.groups_refresh_ms, lookback=broker_evidence(cfg))
 
 
 def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, once: bool = False,
@@ -153,7 +186,10 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
     fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps,
                                       txn_partitions=txn_state_partitions(cfg))
     sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
-    sinks.on_batch.append(ProgressLogger())
+    if once and fmt == "kafka-txn":
+        opts["ride_through_ms"] = str(cfg.kafka.once_ride_through_ms)
+    progress = ProgressLogger()
+    sinks.on_batch.append(progress)
     name = f"txnwatch-{cfg.cluster}"
     metrics = None
     if cfg.metrics.port:
@@ -168,9 +204,10 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
     spark = spark_session(master=cfg.streaming.master, conf=_spark_conf(cfg.streaming))
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
+    broker = broker_confirm(cfg) if fmt == "kafka-txn" else None
     q = start_query(spark, fmt, opts, engine_config(cfg, coordinator_available=coord),
                     alert_config(cfg, live=fmt == "kafka-txn"), sinks, ck,
-                    trigger=trigger, query_name=name, broker=broker_evidence(cfg) if fmt == "kafka-txn" else None)
+                    trigger=trigger, query_name=name, broker=broker)
     queries = [q]
     if cfg.quality.enabled:
         # The data-quality gate reads the same source as its own query (own checkpoint): the
@@ -200,6 +237,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
         close = getattr(s, "close", None)
         if close:
             close()
+    if broker is not None:
+        broker.close()
     if metrics is not None:
         metrics.close()
     if ui is not None:
@@ -207,6 +246,10 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
     if errors:
         log.error("query failed: %s", errors[0])
         return 1
+    if once and progress.unavailable:
+        log.error("run --once: published %d finding(s) from the partitions it read; could not read %d "
+                  "partition(s): %s", progress.judged, len(progress.unavailable), ", ".join(progress.unavailable))
+        return EXIT_UNREAD
     return 0
 
 

@@ -86,6 +86,7 @@ OUT_FIELDS: tuple[tuple[str, str], ...] = (
     ("reason", "string"),
     ("txn_partition_count", "int"),  # progress of __transaction_state: its partition count
     ("evidence", "string"),  # alert: JSON {txn, view, ev, thresholds} the driver re-judges (verdict.to_dict)
+    ("lagging", "bool"),  # progress rows: the partition was read short of now (i12-live, WAVE2 contract C)
 )
 OUT_NAMES = tuple(n for n, _ in OUT_FIELDS)
 

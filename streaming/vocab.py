@@ -21,7 +21,11 @@ OPEN = "open"
 LATE = "late"  # the coordinator still owns the transaction: never an abort command
 HANGING = "hanging"  # nothing will ever finish it: abort commands are published
 RESOLVED = "resolved"  # a previously published finding closed
-STATUSES = (LATE, HANGING, RESOLVED)  # statuses of published alerts
+# partition availability records of the live source (streaming/availability.py), key cluster/topic/partition
+UNAVAILABLE = "unavailable"
+AVAILABLE = "available"
+AVAILABILITY_STATUSES = (UNAVAILABLE, AVAILABLE)
+STATUSES = (LATE, HANGING, RESOLVED, UNAVAILABLE, AVAILABLE)  # statuses of published records
 FINDING_STATUSES = (LATE, HANGING)  # statuses of open findings
 VERDICT_STATUSES = (OPEN, LATE, HANGING)  # what streaming.verdict.judge returns
 
@@ -65,4 +69,11 @@ ALERT_FIELDS = (
     "threshold_ms", "clock_skew", "input", "verify_hint",
     # rules v2 (issue 10): what an unverified finding lacks, how exact its epoch is, its evidence
     "missing_txn_partitions", "epoch_hint", "evidence",
+    # the live cluster's confirmation (streaming/broker_confirm.py; null without a broker)
+    "confirmed_by", "blocked_groups",
+    # a finding re-published while its partition is unreadable (issue 14)
+    "stale", "last_read_ms",
 )
+# Fields of a partition availability record (the schema's other properties are the findings').
+AVAILABILITY_FIELDS = ("schema_version", "key", "status", "cluster", "topic", "partition", "reason", "since_ms",
+                       "unavailable_ms", "last_read_ms", "detected_at")

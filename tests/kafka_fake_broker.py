@@ -54,6 +54,22 @@ What is modelled (and how faithfully)
   time out (that is how tests build hanging transactions), ``__transaction_state`` is *not*
   written, and AddOffsetsToTxn/TxnOffsetCommit (``send_offsets_to_transaction``) are not
   supported.
+* **DescribeProducers** v0 (KIP-664, 2.8+): READ on the topic, then per partition the leader's
+  producer state replayed from the served log (:func:`producer_states`, following
+  ``ProducerAppendInfo.append``; ``KafkaApis.handleDescribeProducersRequest`` ->
+  ``ReplicaManager.activeProducerState`` -> ``UnifiedLog.activeProducers``); a non-leader
+  answers NOT_LEADER_OR_FOLLOWER (``getPartitionOrError``).
+* **DescribeTransactions** v0 / **ListTransactions** v0-1 (KIP-664, 3.0+): the coordinator's
+  in-memory transaction metadata (``TransactionCoordinator.handleDescribeTransactions`` /
+  ``handleListTransactions``): DESCRIBE on the TransactionalId, topics the principal may not
+  Describe left out; ids from InitProducerId/AddPartitionsToTxn/EndTxn or
+  :meth:`FakeKafkaBroker.set_transaction`. Node 1 is the only coordinator (NOT_COORDINATOR elsewhere).
+* **ListGroups** v0-5 / **OffsetFetch** v1-9 (groups from :meth:`FakeKafkaBroker.commit_offsets`):
+  ``KafkaApis.handleListGroupsRequest`` (all groups with DESCRIBE on the cluster, else the
+  described ones) and ``handleOffsetFetchRequestFromCoordinator`` (DESCRIBE on the group, topics
+  without DESCRIBE answered TOPIC_AUTHORIZATION_FAILED per partition, -1 when nothing is committed).
+  **FindCoordinator** checks DESCRIBE on the group / transactional id (``KafkaApis.getCoordinator``).
+  Only the tables of releases that have an API advertise it (``broker_version``).
 * **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories. Before v4
   (Kafka 2.4, KIP-464) ``-1`` partitions/replication factor is refused, and a replication
   factor above the number of brokers always is (``AdminUtils.assignReplicasToBrokers``).
@@ -87,6 +103,12 @@ Fault injection (all thread-safe, effective from the next request)
 * :meth:`move_leader`: partition leadership moves to another node (``num_nodes`` > 1); requests
   to the old node get NOT_LEADER_OR_FOLLOWER, Metadata names the new leader. ``node_id=-1``
   makes the leader unavailable (Metadata: LEADER_NOT_AVAILABLE, leader -1).
+* :meth:`offline` / :meth:`online`: a partition loses its leader (from the start or mid-run) and
+  comes back with the next leader epoch (see below).
+* :meth:`fail_partition` / :meth:`heal_partition`: every partition-scoped answer for a partition
+  carries an error (``KAFKA_STORAGE_ERROR``, ``REPLICA_NOT_AVAILABLE`` ...) until healed.
+* :meth:`stop_node` / :meth:`start_node`: one broker stops answering (listener closed, connections
+  reset); Metadata from the others reports its partitions leaderless until it is back.
 * :meth:`drop_connection`: the next N matching requests are answered by closing the socket.
 * :meth:`stall`: the next N matching requests are read and never answered (client timeouts).
 * :meth:`advance_log_start`: retention/DeleteRecords moved the log start offset; fetches below
@@ -137,7 +159,17 @@ from typing import Any
 
 import crc32c
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin.groups import ListGroupsRequest, ListGroupsResponse
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -190,6 +222,10 @@ UNKNOWN_LEADER_EPOCH = 75
 TOPIC_AUTHORIZATION_FAILED = 29
 CLUSTER_AUTHORIZATION_FAILED = 31
 ILLEGAL_SASL_STATE = 34
+GROUP_AUTHORIZATION_FAILED = 30
+NOT_COORDINATOR = 16
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+TRANSACTIONAL_ID_NOT_FOUND = 105
 
 ERROR_CODES = {
     "NONE": NONE,
@@ -226,6 +262,13 @@ DEFAULT_API_VERSIONS: dict[int, tuple[int, int]] = {
     EndTxnRequest.API_KEY: (0, 3),
     SaslHandshakeRequest.API_KEY: (0, 1),
     SaslAuthenticateRequest.API_KEY: (0, 2),
+    # KIP-664 (DescribeProducers 2.8+, ListTransactions/DescribeTransactions 3.0+) and the
+    # consumer-group reads txnwatch's blocked-groups lookup uses
+    DescribeProducersRequest.API_KEY: (0, 0),
+    DescribeTransactionsRequest.API_KEY: (0, 0),
+    ListTransactionsRequest.API_KEY: (0, 1),
+    ListGroupsRequest.API_KEY: (0, 5),
+    OffsetFetchRequest.API_KEY: (1, 9),
 }
 
 _REQUEST_CLASSES = {
@@ -243,6 +286,11 @@ _REQUEST_CLASSES = {
         EndTxnRequest,
         SaslHandshakeRequest,
         SaslAuthenticateRequest,
+        DescribeProducersRequest,
+        DescribeTransactionsRequest,
+        ListTransactionsRequest,
+        ListGroupsRequest,
+        OffsetFetchRequest,
     )
 }
 
@@ -259,6 +307,11 @@ _API_NAMES = {
     EndTxnRequest.API_KEY: "end_txn",
     SaslHandshakeRequest.API_KEY: "sasl_handshake",
     SaslAuthenticateRequest.API_KEY: "sasl_authenticate",
+    DescribeProducersRequest.API_KEY: "describe_producers",
+    DescribeTransactionsRequest.API_KEY: "describe_transactions",
+    ListTransactionsRequest.API_KEY: "list_transactions",
+    ListGroupsRequest.API_KEY: "list_groups",
+    OffsetFetchRequest.API_KEY: "offset_fetch",
 }
 
 _PARTITION_APIS = ("fetch", "list_offsets", "produce")
@@ -427,8 +480,8 @@ class _Segment:
     batches: list[BatchInfo] = field(default_factory=list)
     valid_end: int = 0
 
-    def load(self) -> None:
-        st = self.path.stat()
+    def load(self, entry: os.DirEntry | None = None) -> None:
+        st = entry.stat() if entry is not None else self.path.stat()
         key = (st.st_size, st.st_mtime_ns)
         if key == self.stat_key:
             return
@@ -459,26 +512,34 @@ class _PartitionLog:
         self.topic = topic
         self.partition = partition
         self.path = path
-        self.segments: dict[Path, _Segment] = {}
+        self.dir = str(path)
+        # keyed by the segment's path as a string: pathlib objects cost more than the stat itself
+        # when a benchmark asks about 10,000 partitions per request (bench/live_scale.py)
+        self.segments: dict[str, _Segment] = {}
         self.log_start_override: int | None = None
+        self._derived: tuple[tuple, tuple] | None = None  # (segment stat keys, derived facts)
 
     def load(self) -> list[_Segment]:
-        found: dict[Path, _Segment] = {}
+        """The partition's segments, re-stat'ed now (re-read when size or mtime changed)."""
+        found: dict[str, _Segment] = {}
         try:
-            entries = list(os.scandir(self.path))
+            entries = list(os.scandir(self.dir))
         except FileNotFoundError:
             entries = []
         for entry in entries:
-            m = _SEGMENT_RE.match(entry.name)
-            if not m or not entry.is_file():
+            if not entry.name.endswith(".log"):
                 continue
-            p = Path(entry.path)
-            seg = self.segments.get(p) or _Segment(int(m.group(1)), p)
+            seg = self.segments.get(entry.path)
+            if seg is None:
+                m = _SEGMENT_RE.match(entry.name)
+                if not m or not entry.is_file():
+                    continue
+                seg = _Segment(int(m.group(1)), Path(entry.path))
             try:
-                seg.load()
+                seg.load(entry)
             except FileNotFoundError:
                 continue
-            found[p] = seg
+            found[entry.path] = seg
         self.segments = found
         return sorted(found.values(), key=lambda s: s.base_offset)
 
@@ -487,6 +548,14 @@ class _PartitionLog:
         log_start = segs[0].base_offset if segs else 0
         if self.log_start_override is not None:
             log_start = max(log_start, self.log_start_override)
+        stamp = (log_start, tuple((seg.base_offset, seg.stat_key) for seg in segs))
+        if self._derived is not None and self._derived[0] == stamp:
+            # nothing changed on disk since the last answer: same derived facts
+            log_end, open_txns, aborted = self._derived[1]
+            hw = log_end
+            lso = min([hw, *open_txns.values()])
+            return PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), list(aborted),
+                                  leader, leader_epoch, [s.base_offset for s in segs], log_end), segs
         log_end = log_start
         for seg in segs:
             log_end = max(log_end, seg.base_offset)
@@ -506,6 +575,7 @@ class _PartitionLog:
                         aborted.append((b.producer_id, first, b.base_offset))
                 elif b.producer_id not in open_txns:
                     open_txns[b.producer_id] = b.base_offset
+        self._derived = (stamp, (log_end, dict(open_txns), list(aborted)))
         hw = log_end
         lso = min([hw, *open_txns.values()])
         st = PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), aborted,
@@ -537,6 +607,11 @@ class _TxnState:
     producer_id: int
     producer_epoch: int
     partitions: set[tuple[str, int]] = field(default_factory=set)
+    # what DescribeTransactions/ListTransactions report (TransactionMetadata.state, txnTimeoutMs,
+    # txnStartTimestamp); markers are written synchronously, so Prepare* is never observed here
+    state: str = "Empty"
+    timeout_ms: int = 60000
+    start_ms: int = -1
 
 
 @dataclass
@@ -809,12 +884,15 @@ class FakeKafkaBroker:
         self._conn_faults: list[_ConnFault] = []
         self._next_producer_id = first_producer_id
         self._txns: dict[str, _TxnState] = {}
+        self._groups: dict[str, dict[str, Any]] = {}  # group id -> protocol_type, state, offsets
         self._delete_counter = 0
         self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
         self._fetch_throttles: collections.deque[int] = collections.deque()  # throttle_time_ms per Fetch
         self._stale_topics: dict[str, int] = {}  # topic -> Metadata answers still missing it
         self._metadata_errors: collections.deque[int] = collections.deque()  # top-level codes (v13+)
         self._preferred_replica: dict[tuple[str, int], int] = {}
+        self._persistent_faults: dict[tuple[str, int], int] = {}  # (t, p) -> error code until healed
+        self._offline_home: dict[tuple[str, int], int] = {}  # offline partition -> node it returns to
         self.requests: list[RequestRecord] = []
 
     # ---------------------------------------------------------------- lifecycle
@@ -914,7 +992,7 @@ class FakeKafkaBroker:
     def _plog(self, topic: str, partition: int) -> _PartitionLog | None:
         key = (topic, partition)
         plog = self._partitions.get(key)
-        if plog is None or not plog.path.is_dir():
+        if plog is None or not os.path.isdir(plog.dir):
             self._scan()
             plog = self._partitions.get(key)
         return plog
@@ -1104,6 +1182,8 @@ class FakeKafkaBroker:
         return getattr(self._conn, "principal", "User:ANONYMOUS")
 
     def _authorized(self, operation: str, resource_type: str, name: str) -> bool:
+        if not self._deny_rules:
+            return True
         principal = self._principal()
         return not any(r.matches(principal, operation, resource_type, name) for r in self._deny_rules)
 
@@ -1147,6 +1227,7 @@ class FakeKafkaBroker:
             self._stale_topics.clear()
             self._metadata_errors.clear()
             self._preferred_replica.clear()
+            self._persistent_faults.clear()
 
     def move_leader(self, topic: str, partition: int, node_id: int) -> None:
         """Move partition leadership (bumps the leader epoch); ``-1`` = no leader available."""
@@ -1155,6 +1236,79 @@ class FakeKafkaBroker:
                 self._node(node_id)
             self._leaders[(topic, partition)] = node_id
             self._leader_epochs[(topic, partition)] += 1
+
+    def offline(self, topic: str, partition: int) -> None:
+        """The partition has no leader: every replica's broker is down or fenced (ISR empty).
+
+        KRaftMetadataCache.getPartitionMetadata: when the partition's leader has no alive endpoint
+        the answer is LEADER_NOT_AVAILABLE with leader id ``MetadataResponse.NO_LEADER_ID`` (-1)
+        (modelled in :meth:`_on_metadata`). Requests sent to the broker that led it are answered
+        NOT_LEADER_OR_FOLLOWER (ReplicaManager.getPartitionOrError: the metadata cache knows the
+        partition, this broker does not host it as leader). Call before :meth:`start` for a
+        partition offline from the start.
+        """
+        with self._lock:
+            key = (topic, partition)
+            current = self._leader(topic, partition)
+            if current != -1:
+                self._offline_home[key] = current
+            self._leaders[key] = -1
+            self._leader_epochs[key] += 1
+
+    def online(self, topic: str, partition: int, node_id: int | None = None) -> None:
+        """The partition gets a leader again (its old node unless ``node_id``), with the next
+        leader epoch: every leader election bumps it (PartitionRegistration / Partition.makeLeader)."""
+        with self._lock:
+            key = (topic, partition)
+            node = node_id if node_id is not None else self._offline_home.pop(
+                key, self._nodes[partition % len(self._nodes)].node_id)
+            self._node(node)
+            self._leaders[key] = node
+            self._leader_epochs[key] += 1
+
+    def fail_partition(self, topic: str, partition: int, error: int | str) -> None:
+        """Every Fetch/ListOffsets/Produce answer for the partition carries ``error`` until
+        :meth:`heal_partition`.
+
+        KAFKA_STORAGE_ERROR is what ReplicaManager.getPartitionOrError answers for a partition
+        whose log directory failed (``HostedPartition.Offline``); any other code (for example
+        REPLICA_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER) may be given to model a partition that
+        stays unreadable on its leader while Metadata still names it.
+        """
+        code = resolve_error(error)
+        with self._lock:
+            self._persistent_faults[(topic, partition)] = code
+
+    def heal_partition(self, topic: str, partition: int) -> None:
+        with self._lock:
+            self._persistent_faults.pop((topic, partition), None)
+
+    def stop_node(self, node_id: int) -> None:
+        """One broker stops answering: its listener closes and open connections are reset.
+
+        While it is down, Metadata answered by the other brokers leaves it out of the broker list
+        and reports the partitions it leads as LEADER_NOT_AVAILABLE with leader -1
+        (KRaftMetadataCache.getPartitionMetadata: ``getAliveEndpoint`` finds no endpoint for a
+        fenced/absent broker). With one replica per partition nothing else can lead them.
+        """
+        self._node(node_id).stop()
+
+    def start_node(self, node_id: int) -> None:
+        """The broker is back; the partitions it leads are led again with the next leader epoch
+        (the controller re-elects the returning replica, bumping the epoch as every election does)."""
+        node = self._node(node_id)
+        with self._lock:
+            for key, leader in list(self._leaders.items()):
+                if leader == node_id:
+                    self._leader_epochs[key] += 1
+        node.start()
+
+    def _live_leader(self, topic: str, partition: int) -> int:
+        """The leader as Metadata reports it: -1 when the leader's broker is down."""
+        leader = self._leader(topic, partition)
+        if leader != -1 and not self._node(leader).running:
+            return -1
+        return leader
 
     def drop_connection(self, count: int = 1, api: str | None = None) -> None:
         """Close the socket instead of answering the next ``count`` requests (of ``api`` if given)."""
@@ -1285,7 +1439,7 @@ class FakeKafkaBroker:
                 continue
             parts = []
             for p in topics[name]:
-                leader = self._leader(name, p)
+                leader = self._live_leader(name, p)
                 replicas = [leader] if leader != -1 else [self._nodes[p % len(self._nodes)].node_id]
                 parts.append(MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
                     error_code=LEADER_NOT_AVAILABLE if leader == -1 else NONE, partition_index=p,
@@ -1294,8 +1448,9 @@ class FakeKafkaBroker:
             out.append(MetadataResponse.MetadataResponseTopic(
                 error_code=NONE, name=name, topic_id=self._topic_id(name), is_internal=name in INTERNAL_TOPICS,
                 partitions=parts))
+        # KRaftMetadataCache.getAliveBrokerNodes: a broker that is down (fenced) is not listed
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
-                   for n in self._nodes]
+                   for n in self._nodes if n.running]
         return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
                                 controller_id=self._nodes[0].node_id, topics=out,
                                 error_code=NONE)
@@ -1312,7 +1467,7 @@ class FakeKafkaBroker:
         plog = self._plog(topic, partition)
         if plog is None:
             return UNKNOWN_TOPIC_OR_PARTITION, None
-        code = self._take_partition_fault(topic, partition, api)
+        code = self._take_partition_fault(topic, partition, api) or self._persistent_faults.get((topic, partition), NONE)
         if code:
             return code, plog
         leader = self._leader(topic, partition)
@@ -1534,15 +1689,29 @@ class FakeKafkaBroker:
                 configs=[]))
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
 
+    def _coordinator_for(self, key_type: int, key: str) -> tuple[int, Any]:
+        """KafkaApis.getCoordinator: Describe on the Group (key type 0) or on the TransactionalId
+        (key type 1) first, else GROUP_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED and no node."""
+        if key_type == 0 and not self._authorized("Describe", "Group", key):
+            return GROUP_AUTHORIZATION_FAILED, None
+        if key_type == 1 and not self._authorized("Describe", "TransactionalId", key):
+            return TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+        return NONE, self._nodes[0]
+
     def _on_find_coordinator(self, node, request, version):
-        coord = self._nodes[0]
+        key_type = request.key_type if version >= 1 else 0
         if version >= 4:
-            return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=[
-                FindCoordinatorResponse.Coordinator(key=k, node_id=coord.node_id, host=coord.host, port=coord.port,
-                                                    error_code=NONE, error_message=None)
-                for k in request.coordinator_keys])
-        return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=NONE, error_message=None,
-                                       node_id=coord.node_id, host=coord.host, port=coord.port)
+            coordinators = []
+            for k in request.coordinator_keys:
+                code, coord = self._coordinator_for(key_type, k)
+                coordinators.append(FindCoordinatorResponse.Coordinator(
+                    key=k, node_id=coord.node_id if coord else -1, host=coord.host if coord else "",
+                    port=coord.port if coord else -1, error_code=code, error_message=None))
+            return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
+        code, coord = self._coordinator_for(key_type, request.key)
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=code, error_message=None,
+                                       node_id=coord.node_id if coord else -1, host=coord.host if coord else "",
+                                       port=coord.port if coord else -1)
 
     def _new_producer_id(self) -> int:
         pid = self._next_producer_id
@@ -1586,6 +1755,7 @@ class FakeKafkaBroker:
             txn.producer_epoch += 1
             if txn.partitions:  # fence the previous incarnation: abort its open transaction
                 self._write_markers(txn, commit=False, epoch=txn.producer_epoch)
+        txn.state, txn.timeout_ms, txn.start_ms = "Empty", request.transaction_timeout_ms, -1
         return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=NONE,
                                       producer_id=txn.producer_id, producer_epoch=txn.producer_epoch)
 
@@ -1608,6 +1778,8 @@ class FakeKafkaBroker:
                 if pcode == NONE and self._plog(t.name, p) is None:
                     pcode = UNKNOWN_TOPIC_OR_PARTITION
                 if pcode == NONE:
+                    if not txn.partitions:  # TransactionMetadata.prepareAddPartitions: Ongoing, start time
+                        txn.state, txn.start_ms = "Ongoing", int(time.time() * 1000)
                     txn.partitions.add((t.name, p))
                 pres.append(AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult(
                     partition_index=p, partition_error_code=pcode))
@@ -1619,4 +1791,243 @@ class FakeKafkaBroker:
         code, txn = self._txn_check(request.transactional_id, request.producer_id, request.producer_epoch)
         if code == NONE:
             self._write_markers(txn, commit=bool(request.committed), epoch=txn.producer_epoch)
+            txn.state = "CompleteCommit" if request.committed else "CompleteAbort"
         return EndTxnResponse(version=version, throttle_time_ms=0, error_code=code)
+
+    # ---------------------------------------------------------------- KIP-664 and consumer groups
+    # Public state setters for tests. Producer state is never set: DescribeProducers derives it
+    # from the served log (as the leader's ProducerStateManager does), so it can disagree with what
+    # a client read earlier only because the log changed since.
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int], *,
+                       protocol_type: str = "consumer", state: str = "Stable") -> None:
+        """Committed offsets of a consumer group (what OffsetCommit would have stored)."""
+        with self._lock:
+            g = self._groups.setdefault(group_id, {"protocol_type": protocol_type, "state": state, "offsets": {}})
+            g["protocol_type"], g["state"] = protocol_type, state
+            g["offsets"].update({(str(t), int(p)): int(o) for (t, p), o in offsets.items()})
+
+    def set_transaction(self, transactional_id: str, *, producer_id: int, producer_epoch: int, state: str,
+                        partitions: set[tuple[str, int]] | None = None, timeout_ms: int = 60000,
+                        start_ms: int = -1) -> None:
+        """The coordinator's in-memory TransactionMetadata for a transactional id, for logs staged
+        from files (whose transactions never went through this fake's coordinator)."""
+        with self._lock:
+            self._txns[transactional_id] = _TxnState(producer_id, producer_epoch, set(partitions or ()), state,
+                                                     timeout_ms, start_ms)
+
+    def producer_states(self, topic: str, partition: int) -> dict[int, dict[str, int]]:
+        """What DescribeProducers reports for a partition now (see :func:`producer_states`)."""
+        with self._lock:
+            plog = self._require(topic, partition)
+            st, segs = self._state(plog, topic, partition)
+            return producer_states(segs)
+
+    def _on_describe_producers(self, node, request, version):
+        # KafkaApis.handleDescribeProducersRequest: READ on the topic, then the metadata cache,
+        # then per partition ReplicaManager.activeProducerState (getPartitionOrError: a broker
+        # not hosting the replica answers NOT_LEADER_OR_FOLLOWER) -> Partition.activeProducerState
+        # -> UnifiedLog.activeProducers.
+        topics = self._scan()
+        Part = DescribeProducersResponse.TopicResponse.PartitionResponse
+        out = []
+        for t in request.topics:
+            topic_error = None
+            if not self._authorized("Read", "Topic", t.name):
+                topic_error = TOPIC_AUTHORIZATION_FAILED
+            elif t.name not in topics:
+                topic_error = UNKNOWN_TOPIC_OR_PARTITION
+            parts = []
+            for p in t.partition_indexes:
+                code, producers = topic_error or NONE, []
+                if code == NONE:
+                    plog = self._plog(t.name, p)
+                    if plog is None:
+                        code = UNKNOWN_TOPIC_OR_PARTITION
+                    else:
+                        code = self._take_partition_fault(t.name, p, "describe_producers")
+                    if code == NONE and self._leader(t.name, p) != node.node_id:
+                        code = NOT_LEADER_OR_FOLLOWER
+                    if code == NONE:
+                        _, segs = self._state(plog, t.name, p)
+                        producers = [Part.ProducerState(producer_id=pid, **entry)
+                                     for pid, entry in sorted(producer_states(segs).items())]
+                parts.append(Part(partition_index=p, error_code=code, error_message=None, active_producers=producers))
+            out.append(DescribeProducersResponse.TopicResponse(name=t.name, partitions=parts))
+        return DescribeProducersResponse(version=version, throttle_time_ms=0, topics=out)
+
+    def _txn_topics(self, txn: _TxnState):
+        by_topic: dict[str, list[int]] = collections.defaultdict(list)
+        for topic, partition in sorted(txn.partitions):
+            by_topic[topic].append(partition)
+        # KafkaApis.handleDescribeTransactionsRequest keeps only topics the principal may Describe
+        return [DescribeTransactionsResponse.TransactionState.TopicData(topic=t, partitions=ps)
+                for t, ps in by_topic.items() if self._authorized("Describe", "Topic", t)]
+
+    def _on_describe_transactions(self, node, request, version):
+        # KafkaApis.handleDescribeTransactionsRequest (DESCRIBE on the TransactionalId) ->
+        # TransactionCoordinator.handleDescribeTransactions: NOT_COORDINATOR off the coordinator
+        # (TransactionStateManager.getTransactionState), TRANSACTIONAL_ID_NOT_FOUND when unknown.
+        State = DescribeTransactionsResponse.TransactionState
+        out = []
+        for tid in request.transactional_ids:
+            txn = self._txns.get(tid)
+            if not self._authorized("Describe", "TransactionalId", tid):
+                code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif node.node_id != self._nodes[0].node_id:
+                code = NOT_COORDINATOR
+            elif not tid:
+                code = INVALID_REQUEST
+            elif txn is None:
+                code = TRANSACTIONAL_ID_NOT_FOUND
+            else:
+                code = NONE
+            if code != NONE:
+                out.append(State(error_code=code, transactional_id=tid, transaction_state="",
+                                 transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                                 producer_epoch=-1, topics=[]))
+                continue
+            out.append(State(error_code=NONE, transactional_id=tid, transaction_state=txn.state,
+                             transaction_timeout_ms=txn.timeout_ms, transaction_start_time_ms=txn.start_ms,
+                             producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
+                             topics=self._txn_topics(txn)))
+        return DescribeTransactionsResponse(version=version, throttle_time_ms=0, transaction_states=out)
+
+    def _on_list_transactions(self, node, request, version):
+        # TransactionStateManager.listTransactionStates (filters by producer id, state name and,
+        # v1+, duration) + KafkaApis.handleListTransactionsRequest (only ids the principal may
+        # Describe). Every transactional id lives on the fake's one coordinator, node 1.
+        Item = ListTransactionsResponse.TransactionState
+        states = []
+        unknown = []
+        known = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+                 "Dead", "PrepareEpochFence"}
+        wanted = set()
+        for name in request.state_filters:
+            (wanted.add if name in known else unknown.append)(name)
+        duration = request.duration_filter if version >= 1 else -1
+        now = int(time.time() * 1000)
+        if node.node_id == self._nodes[0].node_id:
+            for tid, txn in sorted(self._txns.items()):
+                if request.producer_id_filters and txn.producer_id not in request.producer_id_filters:
+                    continue
+                if request.state_filters and txn.state not in wanted:
+                    continue
+                if duration >= 0 and now - txn.start_ms <= duration:
+                    continue
+                if self._authorized("Describe", "TransactionalId", tid):
+                    states.append(Item(transactional_id=tid, producer_id=txn.producer_id,
+                                       transaction_state=txn.state))
+        return ListTransactionsResponse(version=version, throttle_time_ms=0, error_code=NONE,
+                                        unknown_state_filters=unknown, transaction_states=states)
+
+    def _on_list_groups(self, node, request, version):
+        # KafkaApis.handleListGroupsRequest: every group with DESCRIBE on the cluster, else only the
+        # groups the principal may Describe. Every group lives on the fake's one coordinator.
+        all_groups = self._authorized("Describe", "Cluster", "kafka-cluster")
+        out = []
+        if node.node_id == self._nodes[0].node_id:
+            for gid, g in sorted(self._groups.items()):
+                if version >= 4 and request.states_filter and g["state"] not in request.states_filter:
+                    continue
+                if all_groups or self._authorized("Describe", "Group", gid):
+                    out.append(ListGroupsResponse.ListedGroup(group_id=gid, protocol_type=g["protocol_type"],
+                                                              group_state=g["state"], group_type="classic"))
+        return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=NONE, groups=out)
+
+    def _group_partitions(self, group_id: str, topics) -> tuple[int, list[tuple[str, list[tuple[int, int, int]]]]]:
+        """(group error, [(topic, [(partition, committed offset, error)])]) as
+        KafkaApis.handleOffsetFetchRequestFromCoordinator answers one group: DESCRIBE on the group,
+        then topics without DESCRIBE get TOPIC_AUTHORIZATION_FAILED per partition (offset -1); a
+        partition without a committed offset gets -1 and no error. ``topics`` None = all."""
+        if not self._authorized("Describe", "Group", group_id):
+            return GROUP_AUTHORIZATION_FAILED, []
+        committed = self._groups.get(group_id, {}).get("offsets", {})
+        if topics is None:
+            by_topic: dict[str, list[int]] = collections.defaultdict(list)
+            for t, p in sorted(committed):
+                if self._authorized("Describe", "Topic", t):
+                    by_topic[t].append(p)
+            wanted = list(by_topic.items())
+        else:
+            wanted = [(t.name, list(t.partition_indexes)) for t in topics]
+        out = []
+        for name, parts in wanted:
+            ok = self._authorized("Describe", "Topic", name)
+            out.append((name, [(p, committed.get((name, p), -1) if ok else -1,
+                                NONE if ok else TOPIC_AUTHORIZATION_FAILED) for p in parts]))
+        return NONE, out
+
+    def _on_offset_fetch(self, node, request, version):
+        if version >= 10:  # topics by id (KIP-848 era); kafka-python's admin client caps at v8
+            raise NotImplementedError("fake broker: OffsetFetch v10+ (topics by id) is not modelled")
+        if node.node_id != self._nodes[0].node_id:
+            raise NotImplementedError("fake broker: OffsetFetch to a non-coordinator node is not modelled")
+        R = OffsetFetchResponse
+        if version >= 8:
+            groups = []
+            for g in request.groups:
+                code, topics = self._group_partitions(g.group_id, g.topics)
+                G = R.OffsetFetchResponseGroup
+                groups.append(G(group_id=g.group_id, error_code=code, topics=[
+                    G.OffsetFetchResponseTopics(name=t, partitions=[
+                        G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
+                            partition_index=p, committed_offset=o, committed_leader_epoch=-1, metadata="",
+                            error_code=e) for p, o, e in parts]) for t, parts in topics]))
+            return R(version=version, throttle_time_ms=0, groups=groups)
+        code, topics = self._group_partitions(request.group_id, request.topics)
+        T = R.OffsetFetchResponseTopic
+        return R(version=version, throttle_time_ms=0, error_code=code, topics=[
+            T(name=t, partitions=[T.OffsetFetchResponsePartition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=-1, metadata="", error_code=e)
+                for p, o, e in parts]) for t, parts in topics])
+
+
+def _control_coordinator_epoch(data: bytes, b: BatchInfo) -> int:
+    """CoordinatorEpoch of a marker's value (EndTransactionMarker: version int16, epoch int32)."""
+    p = b.position + _V2_HEADER_SIZE
+    _, p = _read_varint(data, p)  # record length
+    p += 1  # attributes
+    _, p = _read_varint(data, p)  # timestamp delta
+    _, p = _read_varint(data, p)  # offset delta
+    key_len, p = _read_varint(data, p)
+    p += max(key_len, 0)
+    value_len, p = _read_varint(data, p)
+    return struct.unpack_from(">i", data, p + 2)[0] if value_len >= 6 else -1
+
+
+def producer_states(segs: list[_Segment]) -> dict[int, dict[str, int]]:
+    """Producer id -> DescribeProducers ``ProducerState`` fields, replayed from the log as the
+    leader's ProducerStateManager holds them (ProducerAppendInfo.append):
+
+    * a data batch (appendDataBatch): epoch, ``LastSequence`` = its last sequence, ``LastTimestamp``
+      = its max timestamp; a transactional batch with no transaction open sets
+      ``CurrentTxnStartOffset`` to its base offset;
+    * a COMMIT/ABORT marker (appendEndTxnMarker): epoch, ``CoordinatorEpoch`` = the marker's,
+      ``LastTimestamp``, and ``CurrentTxnStartOffset`` back to -1;
+    * an empty control batch (left by the cleaner) changes nothing.
+
+    Not modelled: producer expiry (``producer.id.expiration.ms``; a producer with an open
+    transaction never expires) and state rebuilt from snapshots (the fake reads all segments).
+    """
+    out: dict[int, dict[str, int]] = {}
+    for seg in segs:
+        for b in seg.batches:
+            if b.magic < 2 or b.producer_id < 0:
+                continue
+            entry = out.setdefault(b.producer_id, {"producer_epoch": b.producer_epoch, "last_sequence": -1,
+                                                   "last_timestamp": -1, "coordinator_epoch": -1,
+                                                   "current_txn_start_offset": -1})
+            entry["producer_epoch"] = max(entry["producer_epoch"], b.producer_epoch)
+            if b.is_control:
+                if b.count == 0 or b.control_type not in (0, 1):
+                    continue
+                entry["coordinator_epoch"] = _control_coordinator_epoch(seg.data, b)
+                entry["last_timestamp"] = b.max_timestamp
+                entry["current_txn_start_offset"] = -1
+                continue
+            (base_seq,) = struct.unpack_from(">i", seg.data, b.position + 53)
+            entry["last_sequence"] = base_seq + b.count - 1 if base_seq >= 0 else -1
+            entry["last_timestamp"] = b.max_timestamp
+            if b.is_transactional and entry["current_txn_start_offset"] < 0:
+                entry["current_txn_start_offset"] = b.base_offset
+    return out

@@ -11,7 +11,7 @@ def hanging_alert() -> dict:
     row = {"key": "c/orders/0/7/3", "status": HANGING, "cause": WRITE_AFTER_MARKER, "verified": True,
            "cluster": "c", "topic": "orders", "partition": 0, "producer_id": 7, "producer_epoch": 1,
            "first_offset": 3, "coordinator_epoch": 2, "coordinator_epoch_source": "last-marker"}
-    return finalize(row, {"lso": 3, "high_watermark": 9, "log_start_offset": 0}, None, AlertConfig("k:9092"))
+    return finalize(row, {"lso": 3, "high_watermark": 9, "log_start_offset": 0}, AlertConfig("k:9092"))
 
 
 def test_published_alert_passes():
@@ -29,9 +29,9 @@ def test_failures_name_key_field_and_condition():
     assert not res.success
     got = {(f["key"], f["field"], f["expectation"]) for f in res.failures}
     assert got == {
-        (h["key"], "cause", "allOf/2/then/properties/cause/const"),
+        (h["key"], "cause", "allOf/3/then/properties/cause/const"),
         ("c/orders/0/7/4", "key", "key.matches_fields"),
-        (h["key"], "data_deleted", "required/data_deleted"),
+        (h["key"], "data_deleted", "allOf/0/else/required/data_deleted"),
     }
     cause = next(f for f in res.failures if f["field"] == "cause")
     assert cause["reason"] == f"alert {h['key']}: cause: None was expected (when status is \"resolved\")"

@@ -102,7 +102,7 @@ def test_consumers_get_their_section(tmp_path):
         source_options("kafka", None, cluster="prod", kafka=KafkaConfig(), dumps=Config().dumps)
     fmt, opts, coord = source_options("dumps", str(tmp_path), cluster="prod", kafka=kafka,
                                       dumps=dataclasses.replace(Config().dumps, coordinator_view=True))
-    assert (fmt, opts, coord) == ("dumps", {"dir": str(tmp_path), "cluster": "prod"}, True)
+    assert (fmt, opts, coord) == ("dumps", {"dir": str(tmp_path), "cluster": "prod", "txn_state_partitions": "50"}, True)
     cfg = Config()
     assert checkpoint_dir(cfg.streaming, "prod").endswith("checkpoints/prod")
     assert checkpoint_dir(dataclasses.replace(cfg.streaming, checkpoint="s3a://b/ck"), "prod") == "s3a://b/ck"

@@ -69,7 +69,7 @@ def test_live_path_on_a_real_release(root, release):
                                "retry_backoff_ms": "10", "cluster": "live"})
         init = r.initialOffset()
         end = r.latestOffset(init, None)
-        ev = [read_partition(p, r.opts) for p in r.partitions(init, end) if p.topic == "orders"][0]
+        ev = [read_partition(p, r.opts) for g in r.partitions(init, end) for p in g.parts if p.topic == "orders"][0]
         assert (ev["kind"] == "gap").sum() == 0 and (ev["kind"] == "data").any()
         assert ev[ev["kind"] == "progress"].iloc[0]["lso"] == ORDERS_LSO
         api_versions = [q.version for q in broker.requests_for("api_versions")]

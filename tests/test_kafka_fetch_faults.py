@@ -63,7 +63,7 @@ def orders_reader(broker: FakeKafkaBroker, **opts: str) -> KafkaStreamReader:
 
 
 def read_orders(r: KafkaStreamReader, start: dict, end: dict) -> pd.DataFrame:
-    parts = [p for p in r.partitions(start, end) if p.topic == "orders"]
+    parts = [p for g in r.partitions(start, end) for p in g.parts if p.topic == "orders"]
     ev = pd.concat([read_partition(p, r.opts) for p in parts], ignore_index=True)
     return ev[ev["topic"] == "orders"]
 

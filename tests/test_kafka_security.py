@@ -320,7 +320,7 @@ def test_missing_acls_give_one_clear_error_per_resource(log_root, tls):
             r = KafkaStreamReader(opts)
             init = r.initialOffset()
             end = r.latestOffset(init, None)
-            parts = [p for p in r.partitions(init, end) if p.topic == "orders"]
+            parts = [p for g in r.partitions(init, end) for p in g.parts if p.topic == "orders"]
             with pytest.raises(KafkaAuthorizationError, match=r"Kafka denied Read on Topic:orders to User:alice "
                                                                 r"\(TOPIC_AUTHORIZATION_FAILED from Fetch at node 1"):
                 read_partition(parts[0], r.opts)

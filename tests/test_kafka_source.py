@@ -71,17 +71,26 @@ def test_planning_starts_data_at_lso_and_coordinator_at_log_start(tmp_path):
         assert prog["lso"] == expected["first_offset"] and prog["high_watermark"] > prog["lso"]
 
 
-def test_earliest_reads_history_and_admission_control_freezes_the_clock(tmp_path):
+def test_earliest_reads_history_and_admission_control_marks_lagging_partitions(tmp_path):
+    """Issue 12 item 3: a partition behind max_offsets_per_trigger no longer freezes the clock for
+    all; it is listed as lagging and every row of its read says so (the driver holds its verdicts)."""
     sc = live_scenario(tmp_path)
     with FakeKafkaBroker(sc.root) as broker:
         r = reader(broker, starting_offsets="earliest", max_offsets_per_trigger="2")
         init = r.initialOffset()
         assert all(v[0] == 0 and v[1] for v in init["parts"].values())
         end = r.latestOffset(init, None)
-        assert end["clock"] == -1  # some partition is behind: no judging yet
+        assert end["clock"] > 0  # old code: -1 while any partition is behind
         data_keys = [k for k in end["parts"] if not k.startswith("__transaction_state")]
         assert all(end["parts"][k][0] <= 2 for k in data_keys)
         assert any(end["parts"][k][0] > 2 for k in end["parts"] if k.startswith("__transaction_state"))
+        behind = {k for k in data_keys if broker.partition_state(*k.split("\t")[:1], int(k.split("\t")[1]))
+                  .high_watermark > 2}
+        assert behind and set(end["lagging"]) == behind
+        ev = events_of(r, init, end)
+        lag = ev[ev["lagging"].fillna(False).astype(bool)]
+        assert {f"{t}\t{p}" for t, p in zip(lag["topic"], lag["partition"], strict=True)} == behind
+        assert not ev[ev["topic"] == "__transaction_state"]["lagging"].fillna(False).astype(bool).any()
 
 
 def test_faults_leader_moves_retention_and_deletion(tmp_path):
@@ -113,12 +122,12 @@ def test_faults_leader_moves_retention_and_deletion(tmp_path):
 def test_broker_down_is_a_clear_error(tmp_path):
     sc = live_scenario(tmp_path)
     with FakeKafkaBroker(sc.root) as broker:
-        r = reader(broker)
+        r = reader(broker, unavailable_timeout_ms="0")
         init = r.initialOffset()
         broker.stop()
         with pytest.raises(KafkaUnavailable) as err:
             r.latestOffset(init, None)
-        assert "127.0.0.1" in str(err.value)
+        assert "127.0.0.1" in str(err.value) and "no broker answered" in str(err.value)
         assert f"after {int(FAST['retries']) + 1} attempts" in str(err.value)  # bounded retries
 
 

@@ -68,11 +68,13 @@ def _state_machine(cols: dict[str, np.ndarray], topic: str, partition: int) -> d
             st.apply({**ev, "event_time_ms": 0}, cfg)
         p = st.parts[f"{topic}\t{partition}"]
         lm = p["last_marker"] or {}
-        ce = lm.get("coordinator_epoch")
+        # What the broker's entry holds: an empty control batch teaches no coordinator epoch, so it
+        # is the highest one a COMMIT/ABORT taught (the state keeps it as max_marker_ce; the last
+        # marker itself then says "unknown" for the verdict, detection.md §4 rule 2).
         out[int(pid)] = (
             p["open"]["first_offset"] if p["open"] else -1,
             lm.get("offset", -1),
-            -1 if ce is None else ce,
+            p["max_marker_ce"],
         )
     return out
 
@@ -97,6 +99,11 @@ def test_every_pairing_agrees_with_the_rule(written: dict[str, Scenario], name: 
         if topic == TXN_STATE_TOPIC or not any(part_dir.glob("*.log")):
             continue
         cols = _columns(part_dir)
+        if len(cols["base_offset"]) and int(cols["base_offset"][0]) > 0:
+            # Retention deleted the log's head: its producer state lives in the newest snapshot,
+            # which the pairing rule does not see (tests/test_snapshot_sources.py and the
+            # scenario matrix cover that replay).
+            continue
         ref = _reference(cols)
         where = f"{name} {topic}-{partition}"
         # the state machine: same open transactions, same last markers

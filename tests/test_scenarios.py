@@ -159,7 +159,9 @@ def test_logs_parse_and_are_broker_shaped(written: dict[str, Scenario], name: st
     newest = -1
     for d in dirs:
         entries = read_dir(d)
-        assert entries, d
+        # A broker holds every __transaction_state partition, most of them never written to.
+        assert entries or (d.name.startswith("__transaction_state-") and
+                           [f.name for f in d.iterdir()] == ["00000000000000000000.log"]), d
         prev_last = -1
         first_in_seg: dict[str, int] = {}
         for seg, b, recs in entries:

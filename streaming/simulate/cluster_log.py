@@ -197,6 +197,7 @@ class ClusterLog:
         self.now_ms = base_time_ms
         self.segment_bytes = segment_bytes
         self.txn_partitions = txn_partitions
+        self._txn_dirs_trimmed = False  # keep_only_txn_partitions ran: never recreate the others
         self.coordinator_epoch_default = coordinator_epoch
         self._coordinator_epochs = dict(coordinator_epochs or {})
         # __transaction_state partitions whose leader epoch moved without a coordinator change:
@@ -795,7 +796,20 @@ class ClusterLog:
 
     def flush(self) -> None:
         """Append everything produced since the last flush to the segment files (creating
-        directories and new segments as needed). Safe to call repeatedly while readers run."""
+        directories and new segments as needed). Safe to call repeatedly while readers run.
+
+        Once the cluster has a ``__transaction_state`` partition, all ``txn_partitions`` of them
+        exist on disk, empty ones with an empty active segment: the broker creates the whole topic
+        on the first FindCoordinator (``TransactionCoordinator``/``AutoTopicCreationManager``), and
+        a broker's log dir holds every partition it replicates, written to or not. A reader can
+        then tell a complete coordinator view (detection.md §3.1) from one broker's partial set
+        (:meth:`keep_only_txn_partitions`)."""
+        if not self._txn_dirs_trimmed and any(t == TXN_STATE_TOPIC for t, _ in self._partitions):
+            for n in range(self.txn_partitions):
+                d = self.root / f"{TXN_STATE_TOPIC}-{n}"
+                if not d.exists():
+                    d.mkdir(parents=True)
+                    (d / segment_name(0)).touch()
         for part in self._partitions.values():
             if not part.pending:
                 continue
@@ -940,13 +954,15 @@ class ClusterLog:
         disk (the others' folders are removed). Call after the last write. Returns the removed
         partition numbers."""
         self.flush()
+        self._txn_dirs_trimmed = True
         keep = set(keep)
         removed = []
-        for (topic, n), part in self._partitions.items():
-            if topic == TXN_STATE_TOPIC and n not in keep and part.dir.exists():
-                for f in part.dir.iterdir():
+        for n in range(self.txn_partitions):
+            d = self.root / f"{TXN_STATE_TOPIC}-{n}"
+            if n not in keep and d.exists():
+                for f in d.iterdir():
                     f.unlink()
-                part.dir.rmdir()
+                d.rmdir()
                 removed.append(n)
         return sorted(removed)
 

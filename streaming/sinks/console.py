@@ -47,9 +47,20 @@ def format_table(alerts: list[dict[str, Any]], *, commands: bool = True) -> str:
         for a in alerts:
             if a.get("status") == RESOLVED:
                 continue
+            if a.get("status") in ("unavailable", "available"):
+                lines.append("")
+                lines.append(f"# {a['key']}  partition {a['status']}"
+                             + (f": {a['reason']}" if a.get("reason") else "")
+                             + ("; its findings are stale until it is read again" if a["status"] == "unavailable"
+                                else ""))
+                continue
             lines.append("")
             lines.append(f"# {a['key']}  {a['status']} ({a.get('cause')})"
                          + ("" if a.get("verified", True) else "  UNVERIFIED"))
+            if a.get("confirmed_by") is not None:
+                lines.append(f"#   confirmed by the brokers: {', '.join(a['confirmed_by']) or 'none'}")
+            if a.get("blocked_groups"):
+                lines.append(f"#   blocked consumer groups: {', '.join(a['blocked_groups'])}")
             if a.get("status") != HANGING:
                 lines.append("#   late: do not abort; the coordinator still owns this transaction")
                 continue

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -41,7 +44,12 @@ IDEMPOTENCE_MODES = ("auto", "true", "false")
 
 
 class AlertSinkError(RuntimeError):
-    """Producing alerts failed; the micro-batch fails and is retried by Spark."""
+    """Producing alerts failed. ``retriable`` is False when retrying cannot help (a missing ACL,
+    idempotence required and refused)."""
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
 
 
 def _cluster_auth_failure(exc: BaseException) -> bool:
@@ -184,7 +192,7 @@ class KafkaAlertSink:
                     raise AlertSinkError(
                         f"idempotent producing to {self.bootstrap} refused: CLUSTER_AUTHORIZATION_FAILED on "
                         f"InitProducerId (grant IDEMPOTENT_WRITE on the cluster, or WRITE on the topic with "
-                        f"Kafka 2.8+, or set sinks.kafka_idempotence = \"auto\"/\"false\")") from exc
+                        f"Kafka 2.8+, or set sinks.kafka_idempotence = \"auto\"/\"false\")", retriable=False) from exc
                 self._idempotence_refused = True
                 log.warning("alerts sink: the broker refused InitProducerId (CLUSTER_AUTHORIZATION_FAILED: no "
                             "IDEMPOTENT_WRITE ACL on the cluster); producing to %r with acks=all without "
@@ -196,7 +204,8 @@ class KafkaAlertSink:
             self.close()
             denied = self._denied(exc)
             if denied:
-                raise AlertSinkError(f"could not produce {len(alerts)} alert(s): {denied}") from exc
+                raise AlertSinkError(f"could not produce {len(alerts)} alert(s): {denied}",
+                                     retriable=False) from exc
             raise AlertSinkError(f"could not produce {len(alerts)} alert(s) to topic {self.topic!r} on "
                                  f"{self.bootstrap}: {exc}") from exc
 
@@ -219,3 +228,108 @@ class KafkaAlertSink:
                 self._producer.close(timeout=5)
             finally:
                 self._producer = None
+
+
+class BufferedAlertSink:
+    """The alerts-topic sink behind a bounded in-order buffer and one sender thread.
+
+    Calls return at once (the JSONL and console sinks of the same micro-batch are never held up
+    by the topic), and alerts go out in the order they were given, from the head of the buffer:
+    a chunk leaves the buffer only after every alert in it was acknowledged (``acks=all``). When
+    the alerts topic's partition is offline or its leader moves, the chunk is sent again after a
+    doubling backoff (``backoff_ms`` up to ``backoff_max_ms``), so nothing is lost; an alert
+    acknowledged before a failure in the same chunk may be written twice, and the latest record
+    per key is still the latest alert (consumers dedupe on ``(key, status)``, as for any
+    at-least-once sink). More than ``max_buffered`` unsent alerts, or an error retrying cannot
+    fix (a missing ACL), fails the next call: the micro-batch fails loudly instead of dropping.
+    """
+
+    def __init__(self, sink: KafkaAlertSink, *, max_buffered: int = 100_000, chunk: int = 500,
+                 backoff_ms: int = 500, backoff_max_ms: int = 30_000) -> None:
+        self.sink = sink
+        self.max_buffered = max_buffered
+        self.chunk = chunk
+        self.backoff_ms = backoff_ms
+        self.backoff_max_ms = backoff_max_ms
+        self._buf: deque[dict[str, Any]] = deque()
+        self._cv = threading.Condition()
+        self._stop = False
+        self._busy = False
+        self._fatal: AlertSinkError | None = None
+        self._thread = threading.Thread(target=self._run, name="txnwatch-alerts-topic", daemon=True)
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        """Alerts given and not yet acknowledged."""
+        with self._cv:
+            return len(self._buf)
+
+    def __call__(self, alerts: list[dict[str, Any]]) -> None:
+        with self._cv:
+            if self._fatal is not None:
+                raise self._fatal
+            if len(self._buf) + len(alerts) > self.max_buffered:
+                raise AlertSinkError(f"alerts topic {self.sink.topic!r} on {self.sink.bootstrap}: {len(self._buf)} "
+                                     f"alert(s) still unsent, buffer limit {self.max_buffered} reached")
+            self._buf.extend(alerts)
+            self._cv.notify_all()
+
+    def _next_chunk(self) -> list[dict[str, Any]] | None:
+        with self._cv:
+            while not self._buf and not self._stop:
+                self._cv.wait()
+            if not self._buf:
+                return None
+            self._busy = True
+            return [self._buf[i] for i in range(min(self.chunk, len(self._buf)))]
+
+    def _run(self) -> None:
+        delay = self.backoff_ms / 1000
+        while (batch := self._next_chunk()) is not None:
+            try:
+                self.sink(batch)
+            except AlertSinkError as exc:
+                with self._cv:
+                    self._busy = False
+                    if not exc.retriable:
+                        self._fatal = exc
+                        self._cv.notify_all()
+                        log.error("alerts sink: %s", exc)
+                        return
+                    log.warning("alerts sink: %s; %d alert(s) kept in order, retrying in %.1f s", exc,
+                                len(self._buf), delay)
+                    if not self._stop:
+                        self._cv.wait(delay)
+                    if self._stop:
+                        return
+                delay = min(delay * 2, self.backoff_max_ms / 1000)
+                continue
+            delay = self.backoff_ms / 1000
+            with self._cv:
+                for _ in batch:
+                    self._buf.popleft()
+                self._busy = False
+                self._cv.notify_all()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until everything given was acknowledged; False on timeout or a fatal error."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while self._buf and self._fatal is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+            return not self._buf
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Flush (bounded), stop the sender, close the producer; unsent alerts are logged."""
+        if not self.flush(timeout_s):
+            log.error("alerts sink: %d alert(s) could not be produced to %r before shutdown (the JSONL/console "
+                      "sinks have them)", self.pending, self.sink.topic)
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        self._thread.join(5)
+        self.sink.close()

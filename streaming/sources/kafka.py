@@ -10,7 +10,10 @@ coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
 with a metadata refresh and doubling backoff, before the unread range becomes a gap),
 ``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
-deleted), and the kafka-python security settings of
+deleted), ``unavailable_timeout_ms`` (default 600000: how long no broker may answer before the
+query fails with one error naming the bootstrap servers), ``ride_through_ms`` (default 0; ``run
+--once`` sets it: how long planning waits for unavailable partitions to come back before
+planning without them), and the kafka-python security settings of
 :data:`streaming.sources.kafka_security.SECURITY_KEYS`. Secrets
 (``sasl_plain_password``, ``ssl_password``) must be references (``env:NAME``, ``file:PATH``),
 never the secret itself, because Spark prints data source options in query plans; they are
@@ -23,9 +26,25 @@ abort's coordinator epoch cannot come from a marker read before the LSO; ``earli
 full history so the ``last-marker``/``log-start`` sources (detection.md §4) apply.
 ``__transaction_state`` is always read from its log start (compacted: one record per id).
 
+Availability (per partition): a partition whose leader is unknown (Metadata leader -1,
+LEADER_NOT_AVAILABLE), whose leader answers a leader/storage error (NOT_LEADER_OR_FOLLOWER,
+REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, FENCED/UNKNOWN_LEADER_EPOCH) after a metadata refresh,
+or whose leader does not answer, is *unavailable* for that plan: it is not read, its next offset
+stays where reading stopped, and it is asked again with doubling backoff
+(``retry_backoff_ms`` up to ``unavailable_backoff_max_ms``, default 60000) in later triggers.
+Its read emits one ``gap`` row with reason ``unavailable: <error>`` and **no progress row**, so
+nothing downstream treats it as read up to now (the enricher's view-completeness rule for
+``__transaction_state``; no verdict and no LSO resolution for a data partition). Every other
+partition is read and judged in the same micro-batch. Offsets carry
+``"unavail": {"topic<TAB>partition": {"error", "since", "tries", "retry_at"}}``. Only when no
+broker answers Metadata for ``unavailable_timeout_ms`` does planning raise.
+
 Clock (detection.md §2): the driver's wall clock when it planned the micro-batch, carried by
-every row as ``event_time``. While a data partition is behind its high watermark (admission
-control), the clock does not move: a transaction there may be closed by a marker not read yet.
+every row as ``event_time``; it moves every trigger. A data partition planned short of its high
+watermark (``max_offsets_per_trigger``) is *lagging*: every row of its read carries
+``lagging = true``, and the driver publishes no new verdict on it until a read takes it through
+the clock again (streaming/availability.py), because a transaction there may be closed by a
+marker not read yet. One lagging partition therefore no longer stops verdicts elsewhere.
 Coordinator partitions are read to their high watermark in every micro-batch, and a failure to
 read them fails the micro-batch (bounded retries, then a clear error), so the coordinator view is
 never behind the clock.
@@ -34,6 +53,7 @@ never behind the clock.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -43,8 +63,9 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from streaming.events import spark_schema, to_arrow
-from streaming.normalize import gap_event
+from streaming.availability import unavailable_reason
+from streaming.events import spark_schema, to_arrow, to_frame
+from streaming.normalize import gap_event, progress_event
 from streaming.partition_read import (
     BatchPiece,
     CoordinatorReplay,
@@ -55,11 +76,12 @@ from streaming.partition_read import (
     txn_partition_events,
 )
 from streaming.sources.kafka_security import check_source_options, kafka_python_kwargs
-from streaming.sources.kafka_wire import KafkaWire
+from streaming.sources.kafka_wire import KafkaUnavailable, KafkaWire
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
 TXN_TOPIC = "__transaction_state"
+log = logging.getLogger(__name__)
 
 
 def _options(options: dict[str, str]) -> dict[str, Any]:
@@ -93,6 +115,10 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "retry_backoff_ms": int(options.get("retry_backoff_ms", "200")),
         "empty_fetch_retries": int(options.get("empty_fetch_retries", "4")),
         "deletion_confirmations": int(options.get("deletion_confirmations", "3")),
+        "unavailable_timeout_ms": int(options.get("unavailable_timeout_ms", "600000")),
+        "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
+        "ride_through_ms": int(options.get("ride_through_ms", "0")),
+        "groups_per_broker": max(1, int(options.get("groups_per_broker", "1"))),
         # unresolved (references, dotted paths): picklable, resolved by _wire in each process
         "security": check_source_options(options),
     }
@@ -131,10 +157,8 @@ def close_wires() -> None:
 
 class KafkaPartition(InputPartition):
     def __init__(self, topic: str, partition: int, start: int, end: int, clock: int, from_log_start: bool,
-                 reset: dict[str, Any] | None = None, read_from_zero: bool = False,
-                 txn_partition_count: int | None = None) -> None:
-        self.read_from_zero = read_from_zero  # read from its log start, which is 0 (nothing ever deleted)
-        self.txn_partition_count = txn_partition_count  # __transaction_state partitions in Metadata
+                 reset: dict[str, Any] | None = None, unavailable: str | None = None,
+                 offsets: tuple[int | None, int | None, int | None] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.start = start
@@ -142,6 +166,20 @@ class KafkaPartition(InputPartition):
         self.clock = clock
         self.from_log_start = from_log_start
         self.reset = reset  # planned restart after the log went backwards (_plan_reset)
+        self.unavailable = unavailable  # the error that made the partition unreadable at planning
+        self.offsets = offsets  # (high watermark, LSO, log start) from the driver's ListOffsets
+        self.lagging = False  # planned short of its high watermark (max_offsets_per_trigger)
+        self.txn_partition_count: int | None = None  # __transaction_state's partitions (Metadata)
+        self.read_from_zero: bool | None = None  # reading began at offset 0 and the log start is 0
+
+
+class KafkaGroup(InputPartition):
+    """One Spark input partition: partitions led by one broker (or a share of them, see
+    ``groups_per_broker``), read together with multi-partition Fetch requests."""
+
+    def __init__(self, broker: int, parts: list[KafkaPartition]) -> None:
+        self.broker = broker
+        self.parts = parts
 
 
 def _plan_reset(topic: str, partition: int, nxt: int, old_id: str | None, off: Any) -> dict[str, Any] | None:
@@ -200,6 +238,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def __init__(self, options: dict[str, str]) -> None:
         self.opts = _options(options)
+        self._down_since: int | None = None  # wall ms of the first plan no broker answered
 
     def _discover(self) -> list[tuple[str, int]]:
         w = _wire(self.opts)
@@ -222,36 +261,105 @@ class KafkaStreamReader(DataSourceStreamReader):
             return off.high_watermark, off.high_watermark == off.log_start
         return off.lso, off.lso == off.log_start
 
+    def _explicit(self) -> dict:
+        return {} if self.opts["starting"] in ("lso", "earliest", "latest") else json.loads(self.opts["starting"])
+
     def initialOffset(self) -> dict:
-        tps = self._discover()
-        offs = _wire(self.opts).offsets(tps)
-        explicit = {} if self.opts["starting"] in ("lso", "earliest", "latest") else json.loads(self.opts["starting"])
+        while True:
+            now = int(time.time() * 1000)
+            try:
+                tps = self._discover()
+                offs, down = _wire(self.opts).offsets_available(tps)
+                break
+            except KafkaUnavailable as exc:  # nothing to return yet: wait, up to the timeout
+                self._cluster_down(exc, now)
+                time.sleep(min(self.opts["retry_backoff_ms"] * 8, 5000) / 1000)
+        self._down_since = None
+        explicit = self._explicit()
         parts = {}
         for t, p in tps:
             o = offs.get((t, p))
             if o is None or o.deleted:
                 continue
             parts[_tp_key(t, p)] = list(self._initial_for(t, p, o, explicit))
-        return {"parts": parts, "clock": -1}
+        unavail = {_tp_key(*tp): self._still_down(None, err, now) for tp, err in down.items()}
+        return {"parts": parts, "clock": -1, "unavail": unavail}
+
+    def _still_down(self, prev: dict[str, Any] | None, error: str, now: int) -> dict[str, Any]:
+        """Availability bookkeeping of a partition that could not be read this plan."""
+        tries = (prev or {}).get("tries", 0) + 1
+        backoff = min(self.opts["retry_backoff_ms"] * 2 ** (tries - 1), self.opts["unavailable_backoff_max_ms"])
+        return {"error": error, "since": (prev or {}).get("since", now), "tries": tries, "retry_at": now + backoff}
+
+    def _cluster_down(self, exc: KafkaUnavailable, now: int) -> None:
+        """No broker answered: fine for ``unavailable_timeout_ms``, then one clear error."""
+        if self._down_since is None:
+            self._down_since = now
+        waited = now - self._down_since
+        if waited >= self.opts["unavailable_timeout_ms"]:
+            raise KafkaUnavailable(
+                f"Kafka unreachable: no broker answered for {waited / 1000:.0f} s (unavailable_timeout_ms = "
+                f"{self.opts['unavailable_timeout_ms']}); bootstrap servers: {self.opts['bootstrap']}; "
+                f"last attempt: {exc}") from exc
+        log.warning("kafka source: no broker answered (%s); retrying, %d s left before giving up", exc,
+                    (self.opts["unavailable_timeout_ms"] - waited) // 1000)
+
+    def _ride_through(self, offs: dict, down: dict) -> None:
+        """``run --once``: wait (bounded by ``ride_through_ms``) for unavailable partitions to
+        come back, so a short leader election does not leave a partition unread."""
+        budget = self.opts["ride_through_ms"]
+        deadline = time.monotonic() + budget / 1000
+        delay = self.opts["retry_backoff_ms"] / 1000
+        w = _wire(self.opts)
+        while down and budget and time.monotonic() < deadline:
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+            delay = min(delay * 2, 5.0)
+            more, still = w.offsets_available(list(down))
+            offs.update(more)
+            down.clear()
+            down.update(still)
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         start = start or self.initialOffset()
         now = int(time.time() * 1000)
-        tps = self._discover()
         parts = {k: list(v) for k, v in start["parts"].items()}
         known_ids = start.get("ids", {})  # topic ids as of the previous plan (Metadata v10+)
         ids = dict(known_ids)
-        offs = self._offsets_settled(tps, parts, known_ids)
+        was_down = start.get("unavail", {})
+        try:
+            tps = self._discover()
+            # partitions still in their backoff are not asked this trigger
+            ask = [tp for tp in tps if was_down.get(_tp_key(*tp), {}).get("retry_at", 0) <= now]
+            offs, down = self._offsets_settled(ask, parts, known_ids)
+        except KafkaUnavailable as exc:
+            self._cluster_down(exc, now)
+            return start  # unchanged offsets: Spark runs no micro-batch
+        self._down_since = None
+        if down:
+            self._ride_through(offs, down)
+        unavail: dict[str, dict[str, Any]] = {}
+        for tp in tps:
+            k = _tp_key(*tp)
+            if tp in down:
+                unavail[k] = self._still_down(was_down.get(k), down[tp], now)
+            elif k in was_down and tp not in offs:
+                unavail[k] = was_down[k]  # in backoff: not asked
         resets: dict[str, dict[str, Any]] = {}
-        zero: list[str] = []  # partitions whose log start is 0 now (so it always was: it never decreases)
-        lagging = False
+        starts: dict[str, int] = {}  # partitions first planned now: where their reading begins
+        seen: dict[str, list] = {}  # [high watermark, LSO, log start, leader] as planned
+        lagging: list[str] = []  # data partitions planned short of their high watermark
+        explicit = self._explicit()
         for t, p in tps:
             o = offs.get((t, p))
             if o is None or o.deleted:
                 continue
             k = _tp_key(t, p)
-            if k not in parts:  # a new partition (pattern match or partition added): all of it is new
+            if k not in parts and k in was_down:  # unavailable since the query started
+                parts[k] = list(self._initial_for(t, p, o, explicit))
+                starts[k] = parts[k][0]
+            elif k not in parts:  # a new partition (pattern match or partition added): all of it is new
                 parts[k] = [o.log_start, True]
+                starts[k] = o.log_start
             else:
                 reset = _plan_reset(t, p, parts[k][0], known_ids.get(t), o)
                 if reset is not None:
@@ -260,24 +368,29 @@ class KafkaStreamReader(DataSourceStreamReader):
                     parts[k] = [reset["restart"], flag]
             if o.topic_id:
                 ids[t] = o.topic_id
-            if o.log_start == 0:
-                zero.append(k)
+            seen[k] = [o.high_watermark, o.lso if o.lso >= 0 else None, o.log_start if o.log_start >= 0 else None,
+                       o.leader]
             nxt = parts[k][0]
             end = o.high_watermark
             if self.opts["max_offsets"] and t != TXN_TOPIC and end - nxt > self.opts["max_offsets"]:
                 end = nxt + self.opts["max_offsets"]
-                lagging = True
+                lagging.append(k)
             parts[k] = [max(end, nxt), parts[k][1]]
-        clock = start.get("clock", -1) if lagging else max(start.get("clock", -1), now)
-        return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "zero": zero}
+        # per-partition clock: the clock always moves; rows of a lagging partition say so (and
+        # the driver holds new verdicts on it back until it is read through the clock again)
+        clock = max(start.get("clock", -1), now)
+        return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
+                "starts": starts, "seen": seen,
+                "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
 
-    def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list], ids: dict[str, str]) -> dict:
+    def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list],
+                         ids: dict[str, str]) -> tuple[dict, dict]:
         """Offsets of ``tps``; where a high watermark is below what was already read (and the
         topic id does not already prove a new topic) it is asked again, with backoff, up to
         ``empty_fetch_retries`` times: a new leader reports a lower high watermark until its
         followers' fetches tell it the old one (seconds at most), a truncated log stays lower."""
         w = _wire(self.opts)
-        offs = w.offsets(tps)
+        offs, down = w.offsets_available(tps)
         for attempt in range(1, self.opts["empty_fetch_retries"] + 1):
             behind = [tp for tp, o in offs.items() if not o.deleted and _tp_key(*tp) in parts
                       and o.high_watermark < parts[_tp_key(*tp)][0]
@@ -285,32 +398,57 @@ class KafkaStreamReader(DataSourceStreamReader):
             if not behind:
                 break
             time.sleep(min(self.opts["retry_backoff_ms"] * 2 ** (attempt - 1), 5000) / 1000)
-            offs.update(w.offsets(behind))
-        return offs
+            more, still = w.offsets_available(behind)
+            offs.update(more)
+            down.update(still)
+            for tp in still:
+                offs.pop(tp, None)
+        return offs, down
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        """One input partition per leader broker (at most ``groups_per_broker`` per broker)."""
+        by_broker: dict[int, list[KafkaPartition]] = {}
+        seen = end.get("seen", {})
+        lagging = set(end.get("lagging", []))
+        for part in self._planned(start, end):
+            k = _tp_key(part.topic, part.partition)
+            part.lagging = k in lagging
+            part.txn_partition_count = end.get("txn_n") if part.topic == TXN_TOPIC else None
+            facts = seen.get(k)
+            if facts is not None and part.unavailable is None:
+                part.offsets = tuple(facts[:3])
+                # WAVE2 contract A: began at offset 0 with nothing ever deleted (log start still 0)
+                part.read_from_zero = bool(part.from_log_start) and facts[2] == 0
+            by_broker.setdefault(facts[3] if facts is not None else -1, []).append(part)
+        n = self.opts["groups_per_broker"]
+        return [KafkaGroup(b, parts[i::n]) for b, parts in sorted(by_broker.items()) for i in range(min(n, len(parts)))]
+
+    def _planned(self, start: dict, end: dict) -> list[KafkaPartition]:
         out = []
         clock = max(end.get("clock", -1), 0)
         resets = end.get("resets", {})
-        zero = set(end.get("zero", ()))
-        # n of __transaction_state from the cluster's Metadata: the enrichment needs it to know
-        # whether every coordinator partition was read (detection.md §3.1).
-        n_txn = sum(1 for k in end["parts"] if k.split("\t")[0] == TXN_TOPIC) or None
+        unavail = end.get("unavail", {})
         for k, (e, from_start) in end["parts"].items():
             t, p = k.split("\t")
             s = start.get("parts", {}).get(k)
-            s_off = s[0] if s else e
+            s_off = s[0] if s else end.get("starts", {}).get(k, e)
+            if k in unavail:  # not read this trigger: only its gap row, no progress row
+                out.append(KafkaPartition(t, int(p), s_off, s_off, clock, bool(from_start),
+                                          unavailable=unavail[k]["error"]))
+                continue
             reset = resets.get(k)
             if reset is not None:  # the log went backwards: resume where latestOffset decided
                 s_off = reset["restart"]
-            # Every partition is read every micro-batch, even with nothing new, so that it emits
-            # its progress row (high watermark, LSO, log start) for timers and enrichment.
-            out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset,
-                                      read_from_zero=bool(from_start) and k in zero,
-                                      txn_partition_count=n_txn if t == TXN_TOPIC else None))
+            # Every partition emits its progress row every micro-batch (high watermark, LSO, log
+            # start, for timers and enrichment); one with nothing new is not fetched for it.
+            out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset))
+        for k, down in unavail.items():
+            if k not in end["parts"]:  # unavailable since the query started: no offsets yet
+                t, p = k.split("\t")
+                out.append(KafkaPartition(t, int(p), -1, -1, clock, False, unavailable=down["error"]))
         return out
 
-    def read(self, partition: KafkaPartition) -> Iterator[Any]:
+    def read(self, partition: KafkaGroup) -> Iterator[Any]:
         df = read_partition(partition, self.opts)
         if len(df):
             yield to_arrow(df)
@@ -327,57 +465,79 @@ class KafkaStreamReader(DataSourceStreamReader):
 _TXN_MEMO: dict[tuple, tuple[int, CoordinatorReplay]] = {}
 
 
-def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
-                 common: dict[str, Any], reset: dict[str, Any] | None = None,
-                 ) -> tuple[list[BatchScan], list[dict[str, Any]], Any, list[bytes]]:
-    """Fetch [start, end) as raw bytes. Returns (scans, gap rows, last fetch result, raw chunks).
+class _RangeRead:
+    """One partition's planned range [start, end), read by one or more Fetch answers.
 
     Every offset of the range is either read or named by a gap row, never skipped silently.
     ``reset`` (from planning, see :func:`_plan_reset`) is a gap to report before reading.
     An answer with no records below ``end`` (a new leader whose high watermark still lags the
     one the plan was made from) is retried ``empty_fetch_retries`` times with a metadata refresh
     and doubling backoff; if the high watermark stays low, the unread rest becomes one gap.
+    ``last`` is the last Fetch answer; ``unavailable`` is set when the partition became
+    unreadable after planning (then no progress row may be emitted for it).
     """
-    scans: list[BatchScan] = []
-    raws: list[bytes] = []
-    gaps: list[dict[str, Any]] = []
-    if reset is not None:
-        gaps.append(gap_event(reset["reason"], topic=topic, partition=partition, first_offset=reset["first"],
-                              last_offset=reset["last"], **common))
-    last = None
-    offset = start
-    empty_answers = 0
-    while offset < end:
-        res = w.fetch(topic, partition, offset, opts["fetch_max_bytes"])
-        last = res
+
+    def __init__(self, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
+                 common: dict[str, Any], reset: dict[str, Any] | None = None) -> None:
+        self.opts, self.topic, self.partition, self.end, self.common = opts, topic, partition, end, common
+        self.scans: list[BatchScan] = []
+        self.raws: list[bytes] = []
+        self.gaps: list[dict[str, Any]] = []
+        self.last: Any = None
+        self.offset = start
+        self.empty_answers = 0
+        self.unavailable = False
+        self.done = start >= end
+        if reset is not None:
+            self._gap(reset["reason"], reset["first"], reset["last"])
+
+    def _gap(self, reason: str, first: int | None, last: int | None = None) -> None:
+        self.gaps.append(gap_event(reason, topic=self.topic, partition=self.partition, first_offset=first,
+                                   last_offset=last, **self.common))
+
+    def fetch_alone(self, w: KafkaWire) -> None:
+        """One single-partition Fetch (KafkaWire.fetch: every fault handled, bounded retries)."""
+        try:
+            res = w.fetch(self.topic, self.partition, self.offset, self.opts["fetch_max_bytes"])
+        except KafkaUnavailable as exc:
+            # became unreadable after planning and stayed so through the bounded retries
+            self._gap(unavailable_reason(exc.last_error or str(exc)) + f"; offsets {self.offset}..{self.end - 1} "
+                      "not read", self.offset, self.end - 1)
+            self.unavailable = self.done = True
+            return
+        self.take(w, res)
+
+    def take(self, w: KafkaWire, res: Any) -> None:
+        """Fold one Fetch answer for this partition (at ``self.offset``) into the read."""
+        opts, topic, partition, offset, end = self.opts, self.topic, self.partition, self.offset, self.end
+        self.last = res
         if res.deleted:
-            gaps.append(gap_event(f"{topic}-{partition} was deleted; stopped reading it at offset {offset}",
-                                  topic=topic, partition=partition, first_offset=offset, last_offset=end - 1, **common))
-            break
+            self._gap(f"{topic}-{partition} was deleted; stopped reading it at offset {offset}", offset, end - 1)
+            self.done = True
+            return
         if res.out_of_range:
             ls = res.log_start_offset
             if ls is None or ls < 0 or ls <= offset:
-                gaps.append(gap_event(f"offset {offset} out of range and no log start to resume from",
-                                      topic=topic, partition=partition, first_offset=offset, **common))
-                break
-            gaps.append(gap_event(f"retention deleted offsets {offset}..{ls - 1} before they were read; "
-                                  f"continuing at the log start {ls}", topic=topic, partition=partition,
-                                  first_offset=offset, last_offset=ls - 1, **common))
-            offset = ls
-            continue
+                self._gap(f"offset {offset} out of range and no log start to resume from", offset)
+                self.done = True
+                return
+            self._gap(f"retention deleted offsets {offset}..{ls - 1} before they were read; continuing at the log "
+                      f"start {ls}", offset, ls - 1)
+            self.offset = ls
+            self.done = ls >= end
+            return
         data = res.records or b""
         if not data:
-            if empty_answers < opts["empty_fetch_retries"]:
-                empty_answers += 1
-                _wait_for_high_watermark(w, opts, topic, empty_answers)
-                continue
-            gaps.append(gap_event(
-                f"no records at offset {offset} after {empty_answers + 1} fetches: the leader's high watermark "
-                f"{res.high_watermark} is below the planned end {end} (new leader not caught up?); offsets "
-                f"{offset}..{end - 1} not read", topic=topic, partition=partition, first_offset=offset,
-                last_offset=end - 1, **common))
-            break
-        empty_answers = 0
+            if self.empty_answers < opts["empty_fetch_retries"]:
+                self.empty_answers += 1
+                _wait_for_high_watermark(w, opts, topic, self.empty_answers)
+                return
+            self._gap(f"no records at offset {offset} after {self.empty_answers + 1} fetches: the leader's high "
+                      f"watermark {res.high_watermark} is below the planned end {end} (new leader not caught up?); "
+                      f"offsets {offset}..{end - 1} not read", offset, end - 1)
+            self.done = True
+            return
+        self.empty_answers = 0
         scan = scan_batches(data, validate_crc=opts["validate_crc"], source=f"{topic}-{partition}",
                             allow_partial_tail=True)
         cols = scan.columns
@@ -386,25 +546,70 @@ def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int,
         chain_broken = any(not e.reason.startswith("CRC-32C") and not e.reason.startswith("control record")
                            for e in scan.errors)
         for e in scan.errors:
-            gaps.append(gap_event(f"{e.reason} (fetch at offset {offset})", topic=topic, partition=partition,
-                                  first_offset=e.base_offset if e.base_offset is not None else offset, **common))
+            self._gap(f"{e.reason} (fetch at offset {offset})", e.base_offset if e.base_offset is not None else offset)
         if n_keep:
-            scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
-            raws.append(data)
-            offset = int(cols["last_offset"][keep].max()) + 1
+            self.scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
+            self.raws.append(data)
+            self.offset = int(cols["last_offset"][keep].max()) + 1
         if chain_broken:
             # The batch chain is unreadable past this point: skip to the planned end, loudly.
-            gaps.append(gap_event(f"unreadable bytes: offsets {offset}..{end - 1} skipped", topic=topic,
-                                  partition=partition, first_offset=offset, last_offset=end - 1, **common))
-            break
-        if not n_keep:
-            if len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end:
-                break  # the next batch starts at or past the planned end: nothing in between
-            gaps.append(gap_event(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
-                                  f"{offset}..{end - 1} not read", topic=topic, partition=partition,
-                                  first_offset=offset, last_offset=end - 1, **common))
-            break
-    return scans, gaps, last, raws
+            self._gap(f"unreadable bytes: offsets {self.offset}..{end - 1} skipped", self.offset, end - 1)
+            self.done = True
+        elif not n_keep:
+            if not (len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end):
+                self._gap(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
+                          f"{offset}..{end - 1} not read", offset, end - 1)
+            self.done = True  # (or the next batch starts at or past the planned end: nothing between)
+        else:
+            self.done = self.offset >= end
+
+
+def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
+    """Read every range to its end: one multi-partition Fetch per round for all ranges still
+    open (KafkaWire.fetch_many, one request per leader); a partition whose answer was not a
+    plain success is fetched alone, with the full fault handling of KafkaWire.fetch."""
+    starved: list[_RangeRead] = []
+    while True:
+        todo = [r for r in reads if not r.done]
+        if not todo:
+            return
+        if len(todo) == 1:
+            todo[0].fetch_alone(w)
+            continue
+        # partitions the last round's byte budget did not reach go first (KIP-74 guarantees the
+        # first partition of a response one whole batch, the others only what is left)
+        todo.sort(key=lambda r: r not in starved)
+        answers = w.fetch_many([(r.topic, r.partition, r.offset) for r in todo], todo[0].opts["fetch_max_bytes"])
+        starved, moved = [], False
+        for r in todo:
+            res = answers.get((r.topic, r.partition))
+            if res is None:
+                r.fetch_alone(w)
+                moved = True
+            elif not _whole_batch(res.records) and res.high_watermark > r.offset:
+                starved.append(r)  # cut by the request's max_bytes, not an empty log: next round
+            else:
+                r.take(w, res)
+                moved = True
+        if not moved:
+            for r in starved:
+                r.fetch_alone(w)
+            starved = []
+
+
+def _whole_batch(records: bytes | None) -> bool:
+    """Whether a Fetch answer holds at least one whole batch (12-byte log overhead + batchLength)."""
+    if not records or len(records) < 12:
+        return False
+    return len(records) >= 12 + int.from_bytes(records[8:12], "big", signed=True)
+
+
+def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
+                 common: dict[str, Any], reset: dict[str, Any] | None = None) -> _RangeRead:
+    """Fetch [start, end) of one partition (see :class:`_RangeRead`)."""
+    r = _RangeRead(opts, topic, partition, start, end, common, reset)
+    _read_ranges(w, [r])
+    return r
 
 
 def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, attempt: int) -> None:
@@ -413,45 +618,113 @@ def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, att
     w.refresh_metadata([topic])
 
 
-def read_partition(part: KafkaPartition, opts: dict[str, Any]) -> pd.DataFrame:
-    """Executor side: events of one planned read of one partition, ending with its progress row."""
+def read_partition(part: KafkaPartition | KafkaGroup, opts: dict[str, Any]) -> pd.DataFrame:
+    """Executor side: events of one planned read (a partition, or a broker's group), each
+    partition ending with its progress row (none when it was or became unavailable)."""
+    return read_group(part.parts if isinstance(part, KafkaGroup) else [part], opts)
+
+
+def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFrame:
+    """Executor side: events of one Spark input partition (the partitions of one leader broker).
+
+    Unavailable partitions give their gap row; partitions with nothing new give their progress
+    row from the driver's ListOffsets without any Fetch; the rest are read together with
+    multi-partition Fetch requests.
+    """
     w = _wire(opts)
-    common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
+    frames: list[pd.DataFrame] = []
+    rows: list[dict[str, Any]] = []  # single-row results (gaps of unavailable partitions, idle progress)
+    reads: list[tuple[KafkaPartition, _RangeRead, Any]] = []
+    for part in parts:
+        common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
+        t, p = part.topic, part.partition
+        if part.unavailable is not None:
+            rows.append(gap_event(unavailable_reason(part.unavailable), topic=t, partition=p,
+                                  first_offset=part.start if part.start >= 0 else None, **common))
+            continue
+        acc = _txn_replay(w, opts, part, common) if t == TXN_TOPIC else None
+        if part.start >= part.end and part.reset is None and part.offsets is not None:
+            rows.append(_idle_progress(part, common, acc))
+            continue
+        reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc))
+    _read_ranges(w, [r for _, r, _ in reads])
+    for part, r, acc in reads:
+        broker = None if r.unavailable else _broker_offsets(w, part.topic, part.partition, r.last)
+        frames.append(_events_of(part, opts, r, acc, broker))
+    if rows:
+        frames.append(to_frame(rows))
+    return pd.concat(frames, ignore_index=True) if frames else to_frame([])
+
+
+def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: CoordinatorReplay | None) -> dict[str, Any]:
+    """The progress row of a partition with nothing new, from the driver's ListOffsets (the same
+    row :func:`_events_of` would end with; built as a dict because thousands of idle partitions
+    per trigger are the common case)."""
+    hw, lso, log_start = part.offsets
+    row = progress_event(topic=part.topic, partition=part.partition, high_watermark=hw, lso=lso,
+                         log_start_offset=log_start, source_position=f"{part.topic}-{part.partition}@offset {part.end}",
+                         **common)
+    if acc is not None:
+        row["coordinator_epoch"] = acc.max_epoch
+        row["txn_partition_count"] = part.txn_partition_count
+    row["from_log_start"] = part.from_log_start
+    row["read_from_zero"] = part.read_from_zero
+    if part.lagging:
+        row["lagging"] = True
+    return row
+
+
+def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition, common: dict[str, Any]) -> CoordinatorReplay:
+    """The id → producer map of a coordinator partition up to ``part.start`` (memo, else rebuilt
+    from the coordinator log's start: it is compacted)."""
+    t, p = part.topic, part.partition
+    memo = _TXN_MEMO.get((opts["bootstrap"], p))
+    acc = CoordinatorReplay()
+    if memo is not None and memo[0] == part.start:
+        return memo[1].copy()
+    if part.start > 0:
+        offs = w.offsets([(t, p)])[(t, p)]
+        for raw in _fetch_range(w, opts, t, p, offs.log_start, part.start, common).raws:
+            recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
+            acc.fold([r for r in recs if r["offset"] < part.start], _leader_epoch(sc))
+    return acc
+
+
+def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: CoordinatorReplay | None,
+               broker: Offsets | None) -> pd.DataFrame:
+    """Events of one partition's read; no progress row when it became unreadable (``broker`` None)."""
     t, p = part.topic, part.partition
     ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start,
-                      read_from_zero=part.read_from_zero,
-                      txn_partition_count=part.txn_partition_count)
+                      read_from_zero=part.read_from_zero, txn_partition_count=part.txn_partition_count)
+    position = f"{t}-{p}@offset {part.end}"
     if t == TXN_TOPIC:
-        memo_key = (opts["bootstrap"], p)
-        memo = _TXN_MEMO.get(memo_key)
-        acc = CoordinatorReplay()
-        if memo is not None and memo[0] == part.start:
-            acc = memo[1].copy()
-        elif part.start > 0:
-            # Rebuild the id → producer map from the coordinator log's start (it is compacted).
-            offs = w.offsets([(t, p)])[(t, p)]
-            _scans, _g, _l, raws = _fetch_range(w, opts, t, p, offs.log_start, part.start, common)
-            for raw in raws:
-                recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
-                acc.fold([r for r in recs if r["offset"] < part.start], _leader_epoch(sc))
-        _scans, gaps, last, raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
         pieces = []
-        for raw in raws:
+        for raw in r.raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
-            recs = [r for r in recs if part.start <= r["offset"] < part.end]
+            recs = [x for x in recs if part.start <= x["offset"] < part.end]
             pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
-        out = txn_partition_events(ctx, pieces, acc, gaps=gaps, broker=_broker_offsets(w, t, p, last),
-                                   progress_position=f"{t}-{p}@offset {part.end}")
-        _TXN_MEMO[memo_key] = (part.end, acc)
-        return out
-    scans, gaps, last, _raws = _fetch_range(w, opts, t, p, part.start, part.end, common, part.reset)
-    pieces = []
-    if scans:
-        cols = {k: np.concatenate([s.columns[k] for s in scans]) for k in empty_columns()}
-        cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
-        pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
-    return data_partition_events(ctx, pieces, gaps=gaps, broker=_broker_offsets(w, t, p, last),
-                                 progress_position=f"{t}-{p}@offset {part.end}")
+        out = txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
+                                   progress_position=position)
+        if broker is None:
+            _TXN_MEMO.pop((opts["bootstrap"], p), None)
+        else:
+            _TXN_MEMO[(opts["bootstrap"], p)] = (part.end, acc)
+    else:
+        pieces = []
+        if r.scans:
+            cols = {k: np.concatenate([s.columns[k] for s in r.scans]) for k in empty_columns()}
+            cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
+            pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
+        out = data_partition_events(ctx, pieces, gaps=r.gaps, broker=broker or Offsets(None, None, None),
+                                    progress_position=position)
+    if part.lagging:
+        out["lagging"] = pd.array([True] * len(out), dtype="boolean")
+    return out if broker is not None else _without_progress(out)
+
+
+def _without_progress(df: pd.DataFrame) -> pd.DataFrame:
+    """A partition that became unreadable mid-read was not read up to now: no progress row."""
+    return df[df["kind"] != "progress"].reset_index(drop=True)
 
 
 def _leader_epoch(scan: BatchScan) -> int:

@@ -163,6 +163,9 @@ _LEADER_ERRORS = frozenset({
     75,  # UNKNOWN_LEADER_EPOCH
     78,  # OFFSET_NOT_AVAILABLE (ListOffsets during leader change)
 })
+# ListOffsets rounds (a metadata refresh between them) before a partition counts as unavailable
+# for this call in KafkaWire.offsets_available; the caller retries it with backoff later.
+_PARTIAL_ROUNDS = 2
 _OFFSET_OUT_OF_RANGE = 1
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNKNOWN_TOPIC_ID = 100
@@ -199,7 +202,12 @@ class KafkaAuthorizationError(KafkaWireError):
 
 
 class KafkaUnavailable(KafkaWireError):
-    """The cluster (or a partition leader) stayed unavailable through all bounded retries."""
+    """The cluster (or a partition leader) stayed unavailable through all bounded retries.
+
+    ``last_error``: the last retriable error (``"NOT_LEADER_OR_FOLLOWER for t-0"``), when known.
+    """
+
+    last_error: str | None = None
 
 
 _REBOOTSTRAP_REQUIRED = 129  # Metadata v13 top-level (KIP-1102); not known to kafka-python 3.0
@@ -329,7 +337,9 @@ class _Attempts:
             self.last_node = node
         cfg = self.wire._config
         if count > limit:
-            raise KafkaUnavailable(self.message())
+            exc = KafkaUnavailable(self.message())
+            exc.last_error = _describe(error)
+            raise exc
         delay = min(cfg["retry_backoff_ms"] * 2 ** (count - 1), cfg["retry_backoff_max_ms"]) / 1000
         manager = self.wire._manager
         if node is not None and manager is not None:
@@ -601,6 +611,22 @@ class KafkaWire:
             return {}
         return self._run(self._offsets_async, wanted)
 
+    def offsets_available(self, tps: Iterable[tuple[str, int]]) -> tuple[
+            dict[tuple[str, int], PartitionOffsets], dict[tuple[str, int], str]]:
+        """Like :meth:`offsets`, but one unreadable partition does not fail the others.
+
+        Returns ``(offsets, unavailable)``: ``unavailable`` maps each partition that still had no
+        leader (Metadata leader -1 / LEADER_NOT_AVAILABLE), answered a leader error
+        (NOT_LEADER_OR_FOLLOWER, REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, FENCED/UNKNOWN_LEADER_EPOCH,
+        ...) or whose leader did not answer, after one metadata refresh and a second round, to
+        the last error seen. Only when no broker answers Metadata does it raise
+        :class:`KafkaUnavailable` (after the usual bounded retries).
+        """
+        wanted = list(dict.fromkeys((str(t), int(p)) for t, p in tps))
+        if not wanted:
+            return {}, {}
+        return self._run(self._offsets_async, wanted, True)
+
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
               min_bytes: int = 1) -> FetchResult:
         """Fetch raw record-batch bytes of one partition from ``offset`` (READ_UNCOMMITTED).
@@ -614,6 +640,72 @@ class KafkaWire:
             raise ValueError("offset must be >= 0")
         return self._run(self._fetch_async, topic, int(partition), int(offset), int(max_bytes), int(max_wait_ms),
                          int(min_bytes))
+
+    def fetch_many(self, items: Iterable[tuple[str, int, int]], max_bytes: int) -> dict[tuple[str, int], FetchResult]:
+        """One multi-partition Fetch per leader for ``(topic, partition, offset)`` items, pipelined.
+
+        ``max_bytes`` is both the request and the per-partition limit (KIP-74: the first
+        partition of a response gets at least one whole batch). Only plain successes are
+        returned: a partition missing from the result (no known leader, a partition error, a
+        throttled or failed request, a preferred read replica) is for the caller to fetch alone
+        with :meth:`fetch`, which handles each of those cases.
+        """
+        wanted = [(str(t), int(p), int(o)) for t, p, o in items]
+        if not wanted:
+            return {}
+        return self._run(self._fetch_many_async, wanted, int(max_bytes))
+
+    async def _fetch_many_async(self, wanted: list[tuple[str, int, int]], max_bytes: int):
+        unknown = sorted({t for t, p, _ in wanted if not self._known((t, p))})
+        if unknown:  # a fresh executor process: one Metadata request for all, not one per partition
+            try:
+                await self._metadata_async(unknown, None)
+            except KafkaWireError:
+                pass  # left to the single-partition path and its retries
+        by_leader: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
+        for t, p, o in wanted:
+            leader = self._leaders.get(t, {}).get(p, -1)
+            if leader >= 0:
+                by_leader[leader].append((t, p, o))
+        futures = {}
+        for leader, its in by_leader.items():
+            request = self._fetch_request_many(its, max_bytes)
+            try:
+                futures[leader] = (self._send_nowait(leader, request), request, its)
+            except Exception:  # left to the single-partition path (KafkaWire.fetch)
+                continue
+        out: dict[tuple[str, int], FetchResult] = {}
+        for leader, (fut, request, its) in futures.items():
+            try:
+                response = await self._await(fut)
+            except Exception:  # left to the single-partition path (KafkaWire.fetch)
+                continue
+            if getattr(response, "error_code", 0):
+                continue
+            offsets = {(t, p): o for t, p, o in its}
+            for topic in response.responses:
+                for pd_ in topic.partitions:
+                    tp = (topic.topic, pd_.partition_index)
+                    if tp not in offsets or pd_.error_code != 0 or pd_.preferred_read_replica not in (-1, None):
+                        continue
+                    version = request.API_VERSION
+                    out[tp] = FetchResult(tp[0], tp[1], offsets[tp], bytes(pd_.records or b""), pd_.high_watermark,
+                                          pd_.last_stable_offset, pd_.log_start_offset if version >= 5 else -1, 0,
+                                          "NONE", FetchStatus.OK, leader, version)
+        return out
+
+    def _fetch_request_many(self, items: list[tuple[str, int, int]], max_bytes: int):
+        by_topic: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for t, p, o in items:
+            by_topic[t].append((p, o))
+        Topic = FetchRequest.FetchTopic
+        return FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=READ_UNCOMMITTED,
+            session_id=0, session_epoch=-1,
+            topics=[Topic(topic=t, partitions=[Topic.FetchPartition(
+                partition=p, current_leader_epoch=-1, fetch_offset=o, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=max_bytes) for p, o in ps]) for t, ps in by_topic.items()],
+            forgotten_topics_data=[], rack_id="", min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION)
 
     def leader(self, topic: str, partition: int) -> int | None:
         """Cached leader node id (-1: no leader, None: unknown/not yet looked up)."""
@@ -778,9 +870,12 @@ class KafkaWire:
                 return False
         return True
 
-    async def _offsets_async(self, wanted: list[tuple[str, int]]):
+    async def _offsets_async(self, wanted: list[tuple[str, int]], partial: bool = False):
         attempts = _Attempts(self, f"ListOffsets for {len(wanted)} partition(s)")
         result: dict[tuple[str, int], PartitionOffsets] = {}
+        unavailable: dict[tuple[str, int], str] = {}
+        errors: dict[tuple[str, int], str] = {}  # latest retriable error per partition
+        rounds = 0
         pending = list(wanted)
         if any(not self._known(tp) for tp in pending):
             await self._metadata_async(sorted({t for t, _ in pending}), attempts)
@@ -796,7 +891,7 @@ class KafkaWire:
                 leader = self._leaders[tp[0]][tp[1]]
                 if leader < 0:
                     retry.append(tp)
-                    last_error = f"no leader for {tp[0]}-{tp[1]} (LEADER_NOT_AVAILABLE)"
+                    last_error = errors[tp] = f"no leader for {tp[0]}-{tp[1]} (LEADER_NOT_AVAILABLE)"
                     continue
                 by_leader[leader].append(tp)
             for leader, tps in by_leader.items():
@@ -826,6 +921,8 @@ class KafkaWire:
                                              f"{_describe(failure)}") from failure
                     retry.extend(tps)
                     last_error, last_node = failure, leader
+                    for tp in tps:
+                        errors[tp] = f"leader {self._node_desc(leader)} did not answer ({_describe(failure)})"
                     attempts.leader = leader
                     continue
                 for tp in tps:
@@ -842,7 +939,7 @@ class KafkaWire:
                     code = codes[0]
                     if code in _LEADER_ERRORS or code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID):
                         retry.append(tp)
-                        last_error = f"{error_name(code)} for {tp[0]}-{tp[1]}"
+                        last_error = errors[tp] = f"{error_name(code)} for {tp[0]}-{tp[1]}"
                         last_node = leader
                         continue
                     if code in AUTHORIZATION_ERRORS:
@@ -850,9 +947,19 @@ class KafkaWire:
                     raise KafkaWireError(f"ListOffsets for {tp[0]}-{tp[1]} at {self._node_desc(leader)} failed: "
                                          f"{error_name(code)}", error_code=code)
             pending = retry
-            if pending:
+            if pending and partial:
+                rounds += 1
+                if rounds >= _PARTIAL_ROUNDS:
+                    unavailable.update({tp: errors.get(tp, "retriable error") for tp in pending})
+                    break
+                # one metadata refresh (the leader may have moved), then ask the rest once more
+                await self._net.sleep(self._config["retry_backoff_ms"] / 1000)
+                await self._metadata_async(sorted({t for t, _ in pending}), attempts)
+            elif pending:
                 await attempts.failed(last_error or "retriable error", last_node)
                 await self._metadata_async(sorted({t for t, _ in pending}), attempts)
+        if partial:
+            return {tp: result[tp] for tp in wanted if tp in result}, unavailable
         return {tp: result[tp] for tp in wanted}
 
     def _list_offsets_request(self, tps: list[tuple[str, int]], timestamp: int, isolation: int):

@@ -1,0 +1,379 @@
+"""The live cluster's own answers about a finding: KIP-664 and consumer groups (WAVE2 contract B).
+
+:class:`KafkaBrokerConfirm` implements three of the four :class:`~streaming.broker_evidence.
+BrokerEvidence` questions with kafka-python 3.0's ``KafkaAdminClient`` (its KIP-664 mixin and
+group admin), each asked only when the bootstrap broker's ApiVersions answer lists the API:
+
+* ``describe_producers`` - DescribeProducers (api key 61, Kafka 2.8+) to tp's leader
+  (``KafkaApis.handleDescribeProducersRequest`` -> ``UnifiedLog.activeProducers``): per producer
+  id its ``ProducerEpoch``, ``CoordinatorEpoch`` (of its last marker on tp, -1 if none) and
+  ``CurrentTxnStartOffset`` (-1: no open transaction). It is detection.md §4 rule 1
+  (``describe-producers``); :func:`producers_agree` is the cross-check with the log.
+* ``describe_transaction`` - DescribeTransactions (65, Kafka 3.0+) to the transaction coordinator
+  (``TransactionCoordinator.handleDescribeTransactions``): its in-memory state, producer id and
+  epoch, partitions, timeout and start time. TRANSACTIONAL_ID_NOT_FOUND is an answer (the
+  coordinator does not know the id), not a failure.
+* ``blocked_groups`` - ListGroups + OffsetFetch (``list_groups``/``list_group_offsets``):
+  consumer groups whose committed offset on tp is at or below the pinning transaction's first
+  offset. A read_committed consumer cannot pass the LSO, which that transaction holds at its
+  first offset. All groups' offsets are cached and refreshed every ``groups_refresh_ms``.
+
+``last_marker_before`` is delegated to the look-back reader given as ``lookback`` (i10-wire's
+``KafkaLookback``), so one object answers the whole protocol.
+
+Failures: an answer that cannot be had (API missing, broker unreachable, leader moving) is
+``None`` = unknown, never a guess. Authorization failures are reported with the same one message
+as the live source (``kafka_security.authorization_message``: the missing ACL and the
+``kafka-acls.sh`` command): DescribeProducers needs Read on the topic, which the job needs for
+Fetch anyway, so a refusal raises :class:`~streaming.sources.kafka_wire.KafkaAuthorizationError`;
+DescribeTransactions (Describe on the TransactionalId) and the group lookup (Describe on the
+Cluster and on the groups) are optional: the message is logged once and the answer stays None.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import kafka.errors as Errors
+from kafka.protocol.admin.groups import ListGroupsRequest
+from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeTransactionsRequest
+from kafka.protocol.consumer.group import OffsetFetchRequest
+from kafka.structs import TopicPartition
+
+from streaming.broker_evidence import BrokerEvidence, LookbackResult
+from streaming.sources.kafka_security import authorization_message, principal_of
+from streaming.sources.kafka_wire import KafkaAuthorizationError
+from streaming.verdict import DescribeProducersAnswer
+
+log = logging.getLogger(__name__)
+
+DESCRIBE_PRODUCERS = "DescribeProducers"
+DESCRIBE_TRANSACTIONS = "DescribeTransactions"
+#: coordinator states in which the coordinator still owns the transaction's partitions
+_OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
+DEFAULT_GROUPS_REFRESH_MS = 60_000
+
+
+def producer_answer(answers: dict[int, DescribeProducersAnswer] | None,
+                    producer_id: int) -> DescribeProducersAnswer | None:
+    """P's entry of a DescribeProducers answer; ``found=False`` when the leader has none, None when
+    there is no answer (API unsupported or unreachable)."""
+    if answers is None:
+        return None
+    return answers.get(int(producer_id), DescribeProducersAnswer(found=False))
+
+
+def producers_agree(answer: DescribeProducersAnswer | None, first_offset: int) -> str | None:
+    """None when the leader's CurrentTxnStartOffset is the finding's first offset; otherwise what
+    the leader says instead (the finding must not be acted on until tp is read again)."""
+    if answer is None:
+        return None
+    if not answer.found:
+        return "DescribeProducers: the leader has no state for this producer"
+    if answer.current_txn_start_offset != first_offset:
+        now = ("no open transaction" if answer.current_txn_start_offset < 0
+               else f"CurrentTxnStartOffset {answer.current_txn_start_offset}")
+        return f"DescribeProducers: the leader reports {now}, the log read gives first offset {first_offset}"
+    return None
+
+
+def transaction_covers(desc: dict[str, Any] | None, producer_id: int, tp: str) -> bool | None:
+    """Whether the coordinator still owns the transaction on ``tp`` ("topic-partition") for P:
+    an open state, P's producer id and tp among its partitions. None when unknown."""
+    if desc is None:
+        return None
+    if desc.get("error"):
+        return False if desc["error"] == "TRANSACTIONAL_ID_NOT_FOUND" else None
+    return (desc["state"] in _OPEN_STATES and desc["producer_id"] == int(producer_id)
+            and tp in desc["partitions"])
+
+
+def transaction_disagreements(desc: dict[str, Any] | None, record: dict[str, Any] | None,
+                              producer_id: int) -> list[str]:
+    """Where the coordinator's live answer and the ``__transaction_state`` record read for the
+    finding differ (state, producer id/epoch, partitions). The log may simply lag the coordinator;
+    the alert reports the difference, the verdict stays the log's."""
+    if desc is None or record is None or desc.get("error"):
+        return []
+    out = []
+    if desc["state"] != record.get("state"):
+        out.append(f"DescribeTransactions: coordinator state {desc['state']}, __transaction_state "
+                   f"{record.get('state')}")
+    if desc["producer_id"] != record.get("producer_id", producer_id):
+        out.append(f"DescribeTransactions: producer id {desc['producer_id']}, __transaction_state "
+                   f"{record.get('producer_id')}")
+    elif record.get("producer_epoch") is not None and desc["producer_epoch"] != record["producer_epoch"]:
+        out.append(f"DescribeTransactions: producer epoch {desc['producer_epoch']}, __transaction_state "
+                   f"{record['producer_epoch']}")
+    parts = record.get("partitions")
+    if parts is not None and sorted(parts) != desc["partitions"]:
+        out.append(f"DescribeTransactions: partitions {desc['partitions']}, __transaction_state {sorted(parts)}")
+    return out
+
+
+def confirmations(alert: dict[str, Any], producers: DescribeProducersAnswer | None,
+                  transaction: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """(``confirmed_by``, disagreements) for a late/hanging alert.
+
+    DescribeProducers agrees when the leader's open transaction of P starts at the finding's first
+    offset. DescribeTransactions agrees when the coordinator's ownership of tp matches the status:
+    ``late`` needs the coordinator to still own it, ``hanging`` needs it not to.
+    """
+    confirmed: list[str] = []
+    problems: list[str] = []
+    dp_problem = producers_agree(producers, int(alert["first_offset"]))
+    if producers is not None:
+        (problems.append(dp_problem) if dp_problem else confirmed.append(DESCRIBE_PRODUCERS))
+    tp = f"{alert['topic']}-{int(alert['partition'])}"
+    covers = transaction_covers(transaction, int(alert["producer_id"]), tp)
+    if covers is not None:
+        if covers == (alert["status"] == "late"):
+            confirmed.append(DESCRIBE_TRANSACTIONS)
+        else:
+            owner = "still owns" if covers else "does not own"
+            problems.append(f"DescribeTransactions: the coordinator {owner} {tp} for this producer "
+                            f"(state {transaction.get('state') or transaction.get('error')})")
+    return confirmed, problems
+
+
+class KafkaBrokerConfirm:
+    """BrokerEvidence over a live cluster (see the module docstring).
+
+    Args:
+        bootstrap_servers: the watched cluster.
+        security: kafka-python security keyword arguments (``kafka_security.kafka_python_kwargs``).
+        groups_refresh_ms: how old the cached consumer-group offsets may get (``[kafka]
+            groups_refresh_ms``); 0 turns the group lookup off.
+        lookback: answers ``last_marker_before`` (None: "no look-back reader" for every finding).
+        clock: monotonic seconds (tests pass their own).
+    """
+
+    def __init__(self, bootstrap_servers: str, *, client_id: str = "txnwatch-confirm",
+                 security: dict[str, Any] | None = None, request_timeout_ms: int = 30000,
+                 groups_refresh_ms: int = DEFAULT_GROUPS_REFRESH_MS, lookback: BrokerEvidence | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.bootstrap_servers = bootstrap_servers
+        self._client_kwargs = dict(bootstrap_servers=bootstrap_servers, client_id=client_id,
+                                   request_timeout_ms=request_timeout_ms, **(security or {}))
+        self._principal = principal_of(security or {})
+        self.groups_refresh_ms = groups_refresh_ms
+        self.lookback = lookback
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._admin_client = None
+        self._groups: dict[tuple[str, int], dict[str, int]] | None = None
+        self._groups_at: float | None = None
+        self._groups_off: str | None = None if groups_refresh_ms > 0 else "[kafka] groups_refresh_ms = 0"
+        self._logged: set[str] = set()
+
+    # ------------------------------------------------------------------ plumbing
+    def close(self) -> None:
+        with self._lock:
+            if self._admin_client is not None:
+                self._admin_client.close()
+                self._admin_client = None
+        close = getattr(self.lookback, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> KafkaBrokerConfirm:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _admin(self):
+        if self._admin_client is None:
+            from kafka.admin import KafkaAdminClient
+
+            self._admin_client = KafkaAdminClient(**self._client_kwargs)
+        return self._admin_client
+
+    def supports(self, request_class: type) -> bool:
+        """Whether the bootstrap broker's ApiVersions answer lists the request's API key."""
+        versions = self._admin()._manager.broker_version_data.api_versions
+        return request_class.API_KEY in versions
+
+    def _available(self, api: str, request_class: type) -> bool:
+        """Whether the API may be asked: listed by ApiVersions (logged once when not) and the
+        cluster reachable (an unreachable cluster gives unknown answers, logged)."""
+        try:
+            if self.supports(request_class):
+                return True
+        except (Errors.KafkaError, OSError) as exc:
+            log.warning("%s: cannot reach %s, answer unknown: %s: %s", api, self.bootstrap_servers,
+                        type(exc).__name__, exc)
+            return False
+        self._once(api, logging.INFO, "%s not supported by the brokers at %s (ApiVersions): answer unknown",
+                   api, self.bootstrap_servers)
+        return False
+
+    def _once(self, key: str, level: int, msg: str, *args: Any) -> None:
+        if key not in self._logged:
+            self._logged.add(key)
+            log.log(level, msg, *args)
+
+    def _denied(self, api: str, exc: Errors.KafkaError, resource: str) -> str:
+        return authorization_message(api, exc.errno, resource, principal=self._principal,
+                                     bootstrap=self.bootstrap_servers)
+
+    def _call(self, api: str, fn: Callable[[], Any],
+              answers: tuple[type[BaseException], ...] = (Errors.AuthorizationError,)) -> Any:
+        """Run one admin call; ``answers`` propagate (the caller turns them into an answer or a
+        clear error), other Kafka and transport failures are logged and give None."""
+        try:
+            return fn()
+        except answers:
+            raise
+        except (Errors.KafkaError, OSError) as exc:
+            log.warning("%s against %s failed, answer unknown: %s: %s", api, self.bootstrap_servers,
+                        type(exc).__name__, exc)
+            return None
+
+    # ------------------------------------------------------------------ BrokerEvidence
+    def describe_producers(self, topic: str, partition: int) -> dict[int, DescribeProducersAnswer] | None:
+        with self._lock:
+            if not self._available(DESCRIBE_PRODUCERS, DescribeProducersRequest):  # Kafka 2.8+
+                return None
+            tp = TopicPartition(topic, int(partition))
+            try:
+                result = self._call(DESCRIBE_PRODUCERS, lambda: self._admin().describe_producers([tp]))
+            except Errors.AuthorizationError as exc:
+                raise KafkaAuthorizationError(self._denied(DESCRIBE_PRODUCERS, exc, topic),
+                                              error_code=exc.errno) from exc
+        if result is None or tp not in result:
+            return None
+        return {p.producer_id: DescribeProducersAnswer(found=True, producer_epoch=p.producer_epoch,
+                                                       coordinator_epoch=p.coordinator_epoch,
+                                                       current_txn_start_offset=p.current_transaction_start_offset)
+                for p in result[tp].active_producers}
+
+    def describe_transaction(self, transactional_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            if not self._available(DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest):  # Kafka 3.0+
+                return None
+            try:
+                found = self._call(DESCRIBE_TRANSACTIONS,
+                                   lambda: self._admin().describe_transactions([transactional_id]),
+                                   (Errors.AuthorizationError, Errors.TransactionalIdNotFoundError))
+            except Errors.TransactionalIdNotFoundError:
+                return {"transactional_id": transactional_id, "error": "TRANSACTIONAL_ID_NOT_FOUND"}
+            except Errors.AuthorizationError as exc:
+                self._once(f"dt-acl:{transactional_id}", logging.WARNING, "%s",
+                           self._denied(DESCRIBE_TRANSACTIONS, exc, transactional_id))
+                return None
+        if found is None or transactional_id not in found:
+            return None
+        d = found[transactional_id]
+        return {"transactional_id": transactional_id, "coordinator_id": d.coordinator_id,
+                "state": getattr(d.state, "value", str(d.state)), "producer_id": d.producer_id,
+                "producer_epoch": d.producer_epoch, "timeout_ms": d.transaction_timeout_ms,
+                "start_ms": d.transaction_start_time_ms,
+                "partitions": sorted(f"{tp.topic}-{tp.partition}" for tp in d.topic_partitions)}
+
+    def last_marker_before(self, topic: str, partition: int, producer_id: int, first_offset: int) -> LookbackResult:
+        if self.lookback is None:
+            return LookbackResult(reason="no look-back reader configured")
+        return self.lookback.last_marker_before(topic, partition, producer_id, first_offset)
+
+    def blocked_groups(self, topic: str, partition: int, first_offset: int) -> list[str] | None:
+        with self._lock:
+            committed = self._group_offsets()
+        if committed is None:
+            return None
+        return sorted(g for g, offset in committed.get((topic, int(partition)), {}).items()
+                      if 0 <= offset <= first_offset)
+
+    # ------------------------------------------------------------------ consumer groups
+    def _group_offsets(self) -> dict[tuple[str, int], dict[str, int]] | None:
+        if self._groups_off is not None:
+            return None
+        now = self._clock()
+        if self._groups is not None and self._groups_at is not None and \
+                (now - self._groups_at) * 1000 < self.groups_refresh_ms:
+            return self._groups
+        if not (self._available("ListGroups", ListGroupsRequest)
+                and self._available("OffsetFetch", OffsetFetchRequest)):
+            return self._groups
+        try:
+            fresh = self._call("ListGroups/OffsetFetch", self._read_group_offsets)
+        except Errors.AuthorizationError as exc:
+            self._groups_off = f"{type(exc).__name__}"
+            log.warning("consumer-group lookup turned off (blocked_groups stays null): %s. Grant Describe on the "
+                        "Cluster and on the consumer groups (docs/deployment.md) to name the groups a hanging "
+                        "transaction blocks", self._denied("OffsetFetch", exc, "<group>"))
+            return None
+        if fresh is not None:
+            self._groups, self._groups_at = fresh, now
+        return self._groups if fresh is not None else None
+
+    def _read_group_offsets(self) -> dict[tuple[str, int], dict[str, int]]:
+        admin = self._admin()
+        # Without Describe on the Cluster, ListGroups lists only the groups the principal may
+        # Describe (KafkaApis.handleListGroupsRequest): the answer is then partial, not wrong.
+        ids = sorted({g["group_id"] for g in admin.list_groups() if g.get("protocol_type") in ("consumer", "")})
+        out: dict[tuple[str, int], dict[str, int]] = {}
+        for gid, offsets in _per_group(admin, ids):
+            for tp, om in offsets.items():
+                out.setdefault((tp.topic, tp.partition), {})[gid] = om.offset
+        return out
+
+
+def _per_group(admin, ids: Iterable[str]) -> list[tuple[str, dict]]:
+    """(group id, {TopicPartition: OffsetAndMetadata}) for every group: one OffsetFetch per
+    coordinator where OffsetFetch v8 batches groups (3.0+, KIP-709), else one per group."""
+    ids = list(ids)
+    if not ids:
+        return []
+    if admin._manager.broker_version_data.api_versions.get(OffsetFetchRequest.API_KEY, (0, 0))[1] >= 8:
+        return list(admin.list_group_offsets(ids).items())
+    return [(gid, admin.list_group_offsets({gid: None})[gid]) for gid in ids]
+
+
+def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
+    """Fill ``evidence.describe_producers``/``describe_transactions``, ``confirmed_by`` and
+    ``blocked_groups`` of one late/hanging alert in place (others are left as they are).
+
+    A DescribeProducers disagreement withholds ``abort_command_legacy`` (its producer and
+    coordinator epochs come from a log the leader contradicts) and says why in ``verify_hint``;
+    ``abort_command_new`` stays: ``kafka-transactions.sh abort --start-offset`` asks the leader
+    itself and refuses an offset no open transaction starts at.
+    """
+    if alert.get("status") not in ("late", "hanging"):
+        return alert
+    topic, partition, pid = alert["topic"], int(alert["partition"]), int(alert["producer_id"])
+    first = int(alert["first_offset"])
+    known = (alert.get("evidence") or {}).get("describe_producers")
+    if known is not None:  # the enricher asked already (verdict rule 1): the same answer, not a second call
+        dp = DescribeProducersAnswer(**{k: known[k] for k in ("found", "producer_epoch", "coordinator_epoch",
+                                                              "current_txn_start_offset")})
+    else:
+        dp = producer_answer(evidence.describe_producers(topic, partition), pid)
+    tid = alert.get("transactional_id")
+    dt = evidence.describe_transaction(tid) if tid else None
+    confirmed, problems = confirmations(alert, dp, dt)
+    found: dict[str, Any] = dict(alert.get("evidence") or {})
+    if dp is not None:
+        disagreement = producers_agree(dp, first)
+        found["describe_producers"] = {"found": dp.found, "producer_epoch": dp.producer_epoch,
+                                       "coordinator_epoch": dp.coordinator_epoch,
+                                       "current_txn_start_offset": dp.current_txn_start_offset,
+                                       "agrees": disagreement is None, "disagreement": disagreement}
+        if disagreement and alert.get("abort_command_legacy"):
+            alert["abort_command_legacy"] = None
+            alert["verify_hint"] = (f"{disagreement}: legacy command withheld until {topic}-{partition} is read "
+                                    f"again")
+    if dt is not None:
+        record = found.get("coordinator_record")
+        if record is None and alert.get("coordinator_state") is not None:
+            record = {"state": alert["coordinator_state"], "producer_id": pid}
+        found["describe_transactions"] = {**dt, "disagreements": transaction_disagreements(dt, record, pid)
+                                          + [p for p in problems if p.startswith(DESCRIBE_TRANSACTIONS)]}
+    alert["evidence"] = found or alert.get("evidence")
+    alert["confirmed_by"] = confirmed if (dp is not None or dt is not None) else None
+    alert["blocked_groups"] = evidence.blocked_groups(topic, partition, first)
+    return alert
