@@ -80,19 +80,26 @@ def cmd_scan(args: argparse.Namespace) -> int:
         if not os.path.exists(p):
             raise UsageError(f"{p}: no such file or directory")
     as_of = parse_time(args.as_of) if args.as_of else None
-    from streaming.pipeline import spark_session
-
-    ensure_java()
-    spark = spark_session(master=args.master or cfg.streaming.master,
-                          conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
     if (args.topic is None) != (args.partition is None):
         raise UsageError("--topic and --partition go together (they name the partition of dumps that lost their "
                          "'Dumping <path>' line)")
+    quality = args.quality or cfg.quality.scan
+    engine = args.engine
+    if engine == "auto":
+        small = _input_bytes(args.paths) <= cfg.streaming.local_scan_max_bytes
+        engine = "local" if small and not quality else "spark"
+    spark = None
+    if engine == "spark":
+        from streaming.pipeline import spark_session
+
+        ensure_java()
+        spark = spark_session(master=args.master or cfg.streaming.master,
+                              conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
     findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark, topic=args.topic,
-                                partition=args.partition)
+                                partition=args.partition, engine=engine)
     for g in gaps:
         sys.stderr.write(f"gap: {g.get('source_position') or g.get('topic')}: {g.get('reason')}\n")
-    if cfg.quality.scan:
+    if quality:
         scan_quality(spark, args.paths, cfg.cluster, cfg.quality, findings)
     if args.json:
         for a in findings:
@@ -120,24 +127,41 @@ def scan_quality(spark, paths: list[str], cluster: str, quality: QualityConfig,
         sys.stderr.write(f"quality: {f['reason']}\n")  # names the alert key and the field
 
 
-def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: int | None = None, master: str | None = None,
-               spark=None, topic: str | None = None,
-               partition: int | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _input_bytes(paths: list[str]) -> int:
+    total = 0
+    for p in paths:
+        if os.path.isdir(p):
+            for root, _sub, names in os.walk(p):
+                total += sum(os.path.getsize(os.path.join(root, n)) for n in names)
+        else:
+            total += os.path.getsize(p)
+    return total
+
+
+def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: int | None = None,
+               master: str | None = None, spark=None, topic: str | None = None, partition: int | None = None,
+               engine: str = "spark") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The one-shot scan: the streaming job run with an available-now trigger over the inputs.
 
     Returns (findings = active late/hanging alerts sorted by topic, partition, first offset;
     gap rows). Directories are log dirs (``segments`` source); files go to the ``dumps`` source,
     which detects dump text, segments and snapshots by content. ``cfg``: the :class:`Config` (or a
-    document as :func:`streaming.config.load` returns it).
+    document as :func:`streaming.config.load` returns it). ``engine="local"`` runs the same reads,
+    state function and writer in this process without Spark (:mod:`streaming.local_engine`).
     """
     from streaming.alerts import AlertConfig
-    from streaming.pipeline import SinkSet, spark_session, start_query
+    from streaming.pipeline import SinkSet
     from streaming.runner import txn_state_partitions
 
     cfg = as_config(cfg)
-    ensure_java()
-    spark = spark or spark_session(master=master or cfg.streaming.master,
-                                   conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
+    if engine not in ("spark", "local"):
+        raise UsageError(f"scan engine: expected spark or local, got {engine!r}")
+    if engine == "spark":
+        from streaming.pipeline import spark_session
+
+        ensure_java()
+        spark = spark or spark_session(master=master or cfg.streaming.master,
+                                       conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
     dirs = [p for p in paths if os.path.isdir(p)]
     files = [p for p in paths if not os.path.isdir(p)]
     alert_cfg = AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None,
@@ -171,16 +195,41 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
         ck = tempfile.mkdtemp(prefix="txnwatch-scan-")
         try:
             sinks = SinkSet(on_batch=[lambda _b, s: gaps.extend(s["gaps"])])
-            q = start_query(spark, fmt, opts, ecfg, alert_cfg, sinks, ck, trigger={"availableNow": True})
-            q.awaitTermination()
+            sink_file = os.path.join(ck, "txnwatch-sink.json")
+            if engine == "local":
+                _scan_local(fmt, opts, ecfg, alert_cfg, sinks, sink_file)
+            else:
+                from streaming.pipeline import start_query
+
+                q = start_query(spark, fmt, opts, ecfg, alert_cfg, sinks, ck, trigger={"availableNow": True})
+                q.awaitTermination()
+                _log_state(q)
             from streaming.alerts import Enricher
 
-            enr = Enricher(alert_cfg, os.path.join(ck, "txnwatch-sink.json"))
+            enr = Enricher(alert_cfg, sink_file)
             for key, entry in enr.active.items():
                 findings[key] = entry["alert"]
         finally:
             shutil.rmtree(ck, ignore_errors=True)
     return _sort_findings(list(findings.values())), gaps
+
+
+def _scan_local(fmt: str, opts: dict[str, str], ecfg, alert_cfg, sinks, sink_file: str) -> None:
+    from streaming.alerts import Enricher
+    from streaming.local_engine import read_source, run_scan
+
+    if fmt == "segments":
+        from streaming.sources.segments import SegmentsBatchReader as Reader
+    else:
+        from streaming.sources.dumps import DumpsBatchReader as Reader
+    run_scan(read_source(Reader(opts)), ecfg, Enricher(alert_cfg, sink_file), sinks)
+
+
+def _log_state(query) -> None:
+    """Log the state operator's size after a scan (``-v``): state rows = producer ids kept."""
+    for op in (query.lastProgress or {}).get("stateOperators", []):
+        log.info("state: %s rows, %s bytes in memory (%s)", op.get("numRowsTotal"), op.get("memoryUsedBytes"),
+                 op.get("operatorName"))
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -243,6 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config")
     s.add_argument("--master", help="Spark master (default from config: local[2])")
     s.add_argument("--json", action="store_true", help="one alert object per line (findings only)")
+    s.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
+                   help="spark: the streaming job; local: the same job in this process without Spark; auto "
+                   "(default): local when the inputs total at most streaming.local_scan_max_bytes")
+    s.add_argument("--quality", action="store_true", help="also run the data-quality suites over the inputs "
+                   "and findings (needs Spark and Great Expectations; [quality] scan = true does the same)")
     s.set_defaults(func=cmd_scan)
 
     i = sub.add_parser("inspect", help="decode .log/.snapshot files or hex batches (kafka-dump-log replacement)")

@@ -104,6 +104,8 @@ class StreamingConfig:
     shuffle_partitions: int = 4
     state_store: str = "hdfs"
     master: str = "local[2]"
+    # ``txnwatch scan`` inputs up to this many bytes run in process (streaming/local_engine.py)
+    local_scan_max_bytes: int = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ class QualityConfig:
     sample_every: int = 0
     row_fraction: float = 1.0
     quarantine_path: str = "quarantine.jsonl"
-    scan: bool = True
+    scan: bool = False  # the scan's quality check: a second read of the inputs plus GX's import
 
 
 @dataclass(frozen=True)

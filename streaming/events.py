@@ -39,6 +39,10 @@ Kinds:
     topic's partition count (live: from Metadata; files and dumps: ``[coordinator]
     txn_state_partitions``, default 50): the enrichment needs n to know whether every coordinator
     partition was read (detection.md §3.1).
+``folded_txns`` / ``folded_max_epoch`` (marker rows only)
+    A read keeps, per producer id and partition, only the rows the producer state needs (the
+    span before its first marker, the first and the last marker, the span after the last one):
+    the transactions that opened and closed in between are counted here, on the last marker.
 
 A data partition seeded from a producer snapshot stamps ``snapshot_offset`` (the newest readable
 snapshot's offset) on every data, marker and progress row of the partition: rows whose
@@ -115,6 +119,11 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("txn_partition_count", "int"),  # progress of __transaction_state: its partition count n
     ("source_position", "string"),  # file and byte/line, or fetch position
     ("event_time", "timestamp"),
+    # Set on a read's last marker of a producer when the read folded the transactions that opened
+    # and closed between its first and last marker (normalize.reduce_closed_in_read): how many,
+    # and their highest producer epoch. Null on every other row.
+    ("folded_txns", "long"),
+    ("folded_max_epoch", "int"),
 )
 FIELD_NAMES: tuple[str, ...] = tuple(n for n, _ in EVENT_FIELDS)
 
@@ -189,23 +198,31 @@ def to_frame(rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
     """
     import pandas as pd
 
-    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame.from_records(rows)
-    for name in FIELD_NAMES:
-        if name not in df.columns:
-            df[name] = None
-    df = df[list(FIELD_NAMES)]
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame.from_records(rows)
+    df = df.reset_index(drop=True)
+    index = df.index
+    # One new frame from typed columns (no per-column inserts into ``df``): the fixed cost per
+    # call matters, sources call this a few times per read of every partition.
+    cols: dict[str, pd.Series] = {}
     for name, typ in EVENT_FIELDS:
+        target = _PANDAS_DTYPES[typ]
+        if name not in df.columns:
+            empty = None if target == "object" else pd.NaT if typ == "timestamp" else pd.NA
+            cols[name] = pd.Series(empty, index=index, dtype=target)
+            continue
         col = df[name]
-        if typ == "timestamp":
+        if str(col.dtype) == target and target != "object":
+            cols[name] = col
+        elif typ == "timestamp":
             if len(col) and col.notna().any() and pd.api.types.is_numeric_dtype(col.dropna()):
-                df[name] = pd.to_datetime(col, unit="ms", utc=True).astype(_PANDAS_DTYPES[typ])
+                cols[name] = pd.to_datetime(col, unit="ms", utc=True).astype(target)
             else:
-                df[name] = pd.to_datetime(col, utc=True).astype(_PANDAS_DTYPES[typ])
+                cols[name] = pd.to_datetime(col, utc=True).astype(target)
         elif typ in ("string", "array<string>"):
-            df[name] = col.astype("object").where(col.notna(), None)
+            cols[name] = col.astype("object").where(col.notna(), None)
         else:
-            df[name] = col.astype(_PANDAS_DTYPES[typ])
-    return df.reset_index(drop=True)
+            cols[name] = col.astype(target)
+    return pd.DataFrame(cols, index=index)
 
 
 def to_arrow(df: pd.DataFrame) -> pa.RecordBatch:

@@ -26,12 +26,19 @@ def data_events(
     event_time_ms: int,
     source_position: str | None = None,
     position_format: str = "{prefix}@{pos}",
+    reduce_from: int | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
     """Spans and markers of one read of a data partition (DESIGN §4-§5).
 
     Spans: per producer id, the transactional data batches between two of its control batches
     are collapsed into one row. Batches whose CRC is known bad are left out (the caller emits a
     gap for them). Non-transactional batches (plain or idempotent) never produce a row.
+
+    ``reduce_from``: fold the transactions that open and close within this read, among rows at
+    or after this offset, with :func:`reduce_closed_in_read` (None: keep every row).
+    ``typed=False``: leave the columns untyped (``event_time`` in ms) for a caller that types the
+    whole read once (:func:`streaming.events.to_frame`).
     """
     n = len(cols["base_offset"])
     if n == 0:
@@ -88,6 +95,8 @@ def data_events(
         frames.append(m)
     out = pd.concat(frames, ignore_index=True)
     out = out.sort_values(["first_offset"], kind="stable").reset_index(drop=True)
+    if reduce_from is not None:
+        out = reduce_closed_in_read(out, reduce_from)
     out["topic"] = topic
     out["partition"] = partition
     out["source"] = source
@@ -95,7 +104,101 @@ def data_events(
     out["event_time"] = event_time_ms
     prefix = source_position or f"{topic}-{partition}"
     out["source_position"] = [position_format.format(prefix=prefix, pos=p) for p in out["first_position"].tolist()]
-    return to_frame(out.drop(columns=["first_position", "stretch"], errors="ignore"))
+    out = out.drop(columns=["first_position", "stretch"], errors="ignore")
+    return to_frame(out) if typed else out
+
+
+def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFrame:
+    """Drop the rows of one read that the producer state cannot tell apart from fewer rows.
+
+    ``rows``: spans and markers of one read of one partition in offset order (one span per
+    producer between two of its markers). Per producer id, among rows at or after
+    ``from_offset`` (a seed snapshot's offset: rows below it are previews under WAVE2 contract A
+    and stay as they are), with M markers it keeps
+
+    * the span before the first marker (it may join a transaction open from an earlier read),
+    * the first marker (it closes that transaction, with its COMMIT/ABORT),
+    * the last marker (the producer's last marker on the partition: offset, epoch, coordinator
+      epoch, timestamp; coordinator epochs only grow on a coordinator partition, so it also
+      carries the producer's highest) and, when that one teaches no coordinator epoch (EMPTY),
+      the last COMMIT/ABORT before it, whose epoch an EMPTY marker inherits (``udfs.pairing``),
+    * the span after the last marker (open at the end of the read; its preceding marker is the
+      last marker, which write-after-marker needs).
+
+    The spans and markers between the first and the last marker are transactions that opened
+    and closed within the read: no later event can reopen them, so the state only needs their
+    number (``folded_txns``) and highest producer epoch (``folded_max_epoch``, EMPTY markers
+    left out as the state leaves them out), both carried by the last marker's row.
+    """
+    if rows.empty:
+        return rows
+    is_m = (rows["kind"] == "marker").to_numpy()
+    if is_m.sum() < 3:
+        return rows  # folding needs a marker between the first and the last one
+    pid = rows["producer_id"].to_numpy()
+    eligible = (rows["first_offset"] >= from_offset).to_numpy()
+    ordinal = pd.Series(is_m & eligible).groupby([pid, eligible]).cumsum().to_numpy()
+    last = pd.Series(ordinal).groupby([pid, eligible]).transform("max").to_numpy()
+    typed = is_m & rows["marker"].isin(["COMMIT", "ABORT"]).to_numpy() & \
+        (rows["coordinator_epoch"].fillna(-1).to_numpy() >= 0)
+    typed_ord = np.where(typed, ordinal, -1)
+    last_typed = pd.Series(typed_ord).groupby([pid, eligible]).transform("max").to_numpy()
+    keep = ~eligible | (ordinal == 0) | (ordinal == last) | (is_m & (ordinal == 1)) | \
+        (typed & (ordinal == last_typed))
+    if keep.all():
+        return rows
+    dropped = rows[~keep]
+    # an EMPTY control batch never raises the legacy abort's epoch (contract A): not folded in
+    epochs = dropped["producer_epoch"].where(dropped["marker"] != "EMPTY")
+    folded = pd.DataFrame({"producer_id": dropped["producer_id"], "data": dropped["kind"] == "data",
+                           "epoch": epochs}).groupby("producer_id").agg(
+        folded_txns=("data", "sum"), folded_max_epoch=("epoch", "max"))
+    out = rows[keep].copy()
+    carrier = is_m[keep] & (ordinal[keep] == last[keep]) & eligible[keep] & out["producer_id"].isin(folded.index).to_numpy()
+    carriers = out.index[carrier]
+    by_pid = folded.reindex(out.loc[carriers, "producer_id"].to_numpy())
+    out["folded_txns"] = pd.NA
+    out["folded_max_epoch"] = pd.NA
+    out.loc[carriers, "folded_txns"] = by_pid["folded_txns"].to_numpy()
+    out.loc[carriers, "folded_max_epoch"] = by_pid["folded_max_epoch"].to_numpy()
+    return out.reset_index(drop=True)
+
+
+def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``__transaction_state`` records of one read that the state needs, in offset order.
+
+    A record only replaces what the state knows of its transactional id, so within a run of
+    records of one id with the same producer id and ``prev_producer_id`` (no tombstone between)
+    the last one says it all, and the first one is the routing event (a new producer id: the old
+    one learns it was superseded, ``route_coordinator_records``). Kept: every tombstone, the
+    first and last record of every run, and, for records without TransactionStartTimestampMs
+    (text dumps before 4.1), each record that moved its id to Ongoing: the state infers the
+    transaction's start from it. ``partitionLeaderEpoch`` only grows along a partition, so the
+    last record of a run also carries the run's highest coordinator epoch.
+    """
+    n = len(records)
+    keep = [False] * n
+    prev_key: dict[Any, Any] = {}
+    prev_state: dict[Any, Any] = {}
+    run_keys = []
+    for i, r in enumerate(records):
+        tid = r["transactional_id"]
+        key = None if r["tombstone"] else (r.get("producer_id"), r.get("prev_producer_id"))
+        run_keys.append(key)
+        state = None if r["tombstone"] else r.get("txn_state")
+        if key is None or prev_key.get(tid, ()) != key:
+            keep[i] = True
+        elif state == "Ongoing" and r.get("txn_start_ts") is None and prev_state.get(tid) != "Ongoing":
+            keep[i] = True
+        prev_key[tid] = key
+        prev_state[tid] = state
+    next_key: dict[Any, Any] = {}
+    for i in range(n - 1, -1, -1):
+        tid = records[i]["transactional_id"]
+        if next_key.get(tid, ()) != run_keys[i]:
+            keep[i] = True
+        next_key[tid] = run_keys[i]
+    return [r for r, k in zip(records, keep, strict=True) if k]
 
 
 def txn_state_events(
@@ -112,6 +215,14 @@ def txn_state_events(
     tombstones). Call :func:`route_coordinator_records` on the result before handing it to the
     state machine: that is what delivers a record to *every* producer id it concerns.
     """
+    return to_frame(txn_state_rows(records, partition=partition, source=source, cluster=cluster,
+                                   event_time_ms=event_time_ms, source_position=source_position, topic=topic))
+
+
+def txn_state_rows(records: Iterable[dict[str, Any]], *, partition: int, source: str, cluster: str,
+                   event_time_ms: int, source_position: str | None = None,
+                   topic: str = "__transaction_state") -> list[dict[str, Any]]:
+    """:func:`txn_state_events` as row dicts (untyped, for a caller that types a whole read once)."""
     rows = []
     prefix = source_position or f"{topic}-{partition}"
     for r in records:
@@ -129,7 +240,7 @@ def txn_state_events(
             next_producer_id=r.get("next_producer_id"), client_txn_version=r.get("client_txn_version"),
             event_time=event_time_ms, source_position=f"{prefix}@{r.get('position')}",
         ))
-    return to_frame(rows)
+    return rows
 
 
 def route_coordinator_records(events: pd.DataFrame, known: dict[str, int]) -> pd.DataFrame:
@@ -144,8 +255,13 @@ def route_coordinator_records(events: pd.DataFrame, known: dict[str, int]) -> pd
     """
     if events.empty:
         return events
+    return to_frame(route_coordinator_rows(events.to_dict("records"), known))
+
+
+def route_coordinator_rows(rows: list[dict[str, Any]], known: dict[str, int]) -> list[dict[str, Any]]:
+    """:func:`route_coordinator_records` over row dicts (``txn_state_rows``), returning row dicts."""
     out = []
-    for row in events.to_dict("records"):
+    for row in rows:
         tid = row["transactional_id"]
         before = known.get(tid)
         targets: list[int] = []
@@ -165,7 +281,7 @@ def route_coordinator_records(events: pd.DataFrame, known: dict[str, int]) -> pd
             targets = [-1]  # a tombstone for an id never seen: nothing to tell anyone
         for t in targets:
             out.append({**row, "route_pid": t})
-    return to_frame(out)
+    return out
 
 
 def snapshot_events(
@@ -178,8 +294,10 @@ def snapshot_events(
     cluster: str,
     event_time_ms: int,
     source_position: str | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
-    """One row per producer snapshot entry (detection.md §1: seeds open transactions)."""
+    """One row per producer snapshot entry (detection.md §1: seeds open transactions).
+    ``typed=False``: as :func:`data_events`."""
     rows = []
     for e in entries:
         first = e["current_txn_first_offset"]
@@ -192,7 +310,7 @@ def snapshot_events(
             coordinator_epoch=e["coordinator_epoch"], snapshot_offset=snapshot_offset,
             event_time=event_time_ms, source_position=source_position,
         ))
-    return to_frame(rows)
+    return to_frame(rows) if typed else pd.DataFrame.from_records(rows)
 
 
 def progress_event(

@@ -29,12 +29,23 @@ from streaming.alerts import AlertConfig, Enricher
 from streaming.availability import Availability
 from streaming.broker_evidence import BrokerEvidence
 from streaming.events import FIELD_NAMES
-from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, process_key
+from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, event_records, process_key
 
 log = logging.getLogger("txnwatch")
 
 STATE_SCHEMA = "doc string"
 _PASSTHROUGH = ("progress", "gap")
+# txnwatch's Spark settings (the config and spark-submit --conf win over them).
+SPARK_DEFAULTS: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
 
 
 def out_ddl() -> str:
@@ -52,16 +63,7 @@ def spark_session(app: str = "txnwatch", master: str | None = None, conf: dict[s
     # PYSPARK_GATEWAY_PORT is set because the JVM is already running. Never override them then.
     if master and "PYSPARK_GATEWAY_PORT" not in os.environ:
         b = b.master(master)
-    defaults = {
-        "spark.sql.shuffle.partitions": "4",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.python.worker.reuse": "true",
-        "spark.sql.streaming.stateStore.providerClass":
-            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    }
+    defaults = dict(SPARK_DEFAULTS)
     defaults.update(conf or {})
     given: set[str] = set()
     if "PYSPARK_GATEWAY_PORT" in os.environ:
@@ -89,50 +91,46 @@ def register_sources(spark) -> None:
     spark.dataSource.register(KafkaDataSource)
 
 
-def _ms(ts: Any) -> int | None:
-    if ts is None or (isinstance(ts, float) and ts != ts) or ts is pd.NaT:
-        return None
-    return int(pd.Timestamp(ts).value // 1_000_000)
+def state_rows(cfg: EngineConfig, pid: int, frames: list[pd.DataFrame], state) -> list[dict[str, Any]]:
+    """One call of the state operator for key ``pid``: the rows it emits. ``state`` is Spark's
+    ``GroupState`` or :class:`streaming.local_engine.LocalGroupState` (same methods)."""
+    events: list[dict[str, Any]] = []
+    frames = [p for p in frames if len(p)]
+    if frames:
+        events = event_records(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
+    wm = state.getCurrentWatermarkMs()
+    if pid < 0:
+        rows = []
+        for e in events:
+            if e["kind"] in _PASSTHROUGH:
+                r = dict.fromkeys(OUT_NAMES)
+                r.update({k: e.get(k) for k in OUT_NAMES if k in e})
+                r["out_kind"] = e["kind"]
+                r["now_ms"] = e["event_time_ms"]
+                rows.append(r)
+        return rows
+    now = max([e["event_time_ms"] for e in events if e["event_time_ms"] is not None] + [wm, 0])
+    doc = None
+    if state.exists:
+        doc = state.get[0]
+    out, new_doc, timer = process_key(pid, events, doc, now_ms=now, cfg=cfg)
+    if new_doc is None:
+        if state.exists:
+            state.remove()
+    else:
+        state.update((new_doc,))
+        if timer is not None:
+            state.setTimeoutTimestamp(max(timer, wm + 1, 1))
+    return out
 
 
 def make_state_fn(cfg: EngineConfig) -> Callable:
     """The function given to ``applyInPandasWithState`` (closes over the engine config)."""
 
     def fn(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        pid = int(key[0])
-        frames = [p for p in pdfs if len(p)]
-        events: list[dict[str, Any]] = []
-        if frames:
-            df = pd.concat(frames, ignore_index=True)
-            df["event_time_ms"] = df["event_time"].map(_ms)
-            events = df.to_dict("records")
-        wm = state.getCurrentWatermarkMs()
-        if pid < 0:
-            rows = []
-            for e in events:
-                if e["kind"] in _PASSTHROUGH:
-                    r = dict.fromkeys(OUT_NAMES)
-                    r.update({k: e.get(k) for k in OUT_NAMES if k in e})
-                    r["out_kind"] = e["kind"]
-                    r["now_ms"] = e["event_time_ms"]
-                    rows.append(r)
-            if rows:
-                yield pd.DataFrame(rows, columns=list(OUT_NAMES))
-            return
-        now = max([e["event_time_ms"] for e in events if e["event_time_ms"] is not None] + [wm, 0])
-        doc = None
-        if state.exists:
-            doc = state.get[0]
-        out, new_doc, timer = process_key(pid, events, doc, now_ms=now, cfg=cfg)
-        if new_doc is None:
-            if state.exists:
-                state.remove()
-        else:
-            state.update((new_doc,))
-            if timer is not None:
-                state.setTimeoutTimestamp(max(timer, wm + 1, 1))
-        if out:
-            yield pd.DataFrame(out, columns=list(OUT_NAMES))
+        rows = state_rows(cfg, int(key[0]), list(pdfs), state)
+        if rows:
+            yield pd.DataFrame(rows, columns=list(OUT_NAMES))
 
     return fn
 

@@ -16,6 +16,11 @@ from typing import Any
 from udfs.model import TXN_STATES, DecodeError
 from udfs.record_batch import HEADER_SIZE, BatchScan, iter_records, scan_batches
 
+# TransactionLogValue's fixed fields after the version: ProducerId, ProducerEpoch,
+# TransactionTimeoutMs, TransactionStatus (the same in v0 and v1: v1's new fields are tagged, at the end).
+_VALUE_PREFIX = struct.Struct(">qhib")
+_TIMESTAMPS = struct.Struct(">qq")  # TransactionLastUpdateTimestampMs, TransactionStartTimestampMs
+
 
 class _Reader:
     __slots__ = ("buf", "pos", "end")
@@ -30,6 +35,15 @@ class _Reader:
             raise ValueError(f"value ends at byte {self.end}, {size} more bytes needed at {self.pos}")
         v = struct.unpack_from(fmt, self.buf, self.pos)[0]
         self.pos += size
+        return v
+
+    def take_struct(self, st: struct.Struct) -> tuple[Any, ...]:
+        """Several fields at once, from ``pos`` on."""
+        pos = self.pos
+        if pos + st.size > self.end:
+            raise ValueError(f"value ends at byte {self.end}, {st.size} more bytes needed at {pos}")
+        v = st.unpack_from(self.buf, pos)
+        self.pos = pos + st.size
         return v
 
     def i8(self) -> int:
@@ -90,13 +104,15 @@ def decode_txn_value(value: bytes | memoryview) -> dict[str, Any]:
     version = r.i16()
     if version not in (0, 1):
         raise ValueError(f"unknown TransactionLogValue version {version} (known: 0, 1)")
+    # The fixed prefix in one unpack: the coordinator writes one record per transition, so this
+    # runs for every transaction several times and per-field calls dominated a scan's time.
+    producer_id, producer_epoch, timeout_ms, status = r.take_struct(_VALUE_PREFIX)
     out: dict[str, Any] = {
         "value_version": version,
-        "producer_id": r.i64(),
-        "producer_epoch": r.i16(),
-        "txn_timeout_ms": r.i32(),
+        "producer_id": producer_id,
+        "producer_epoch": producer_epoch,
+        "txn_timeout_ms": timeout_ms,
     }
-    status = r.i8()
     if status not in TXN_STATES:
         raise ValueError(f"unknown TransactionStatus {status}")
     out["txn_state"] = TXN_STATES[status]
@@ -108,8 +124,8 @@ def decode_txn_value(value: bytes | memoryview) -> dict[str, Any]:
         partitions = None if count == -1 else []
         for _ in range(max(count, 0)):
             topic = r.utf8(r.i16())
-            for _ in range(_check_count(r.i32())):
-                partitions.append(f"{topic}-{r.i32()}")
+            n = _check_count(r.i32())
+            partitions += [f"{topic}-{p}" for p in r.take_struct(struct.Struct(f">{n}i"))]
     else:
         count = r.uvarint() - 1
         partitions = None if count == -1 else []
@@ -119,8 +135,7 @@ def decode_txn_value(value: bytes | memoryview) -> dict[str, Any]:
                 partitions.append(f"{topic}-{r.i32()}")
             _skip_tags(r)  # the element's own tagged-field section
     out["txn_partitions"] = partitions
-    out["txn_last_update_ts"] = r.i64()
-    out["txn_start_ts"] = r.i64()
+    out["txn_last_update_ts"], out["txn_start_ts"] = r.take_struct(_TIMESTAMPS)
     out.update(prev_producer_id=-1, next_producer_id=-1, client_txn_version=0, next_producer_epoch=-1)
     if version == 1:
         for _ in range(r.uvarint()):
@@ -169,7 +184,10 @@ def decode_txn_log_segment(
         scan = scan_batches(data, validate_crc=validate_crc, source=source, base_position=base_position,
                             allow_partial_tail=allow_partial_tail)
     buf = memoryview(data).cast("B")
-    cols = scan.columns
+    # Python lists: indexing numpy arrays per batch boxes a numpy scalar every time.
+    cols = {k: scan.columns[k].tolist() for k in (
+        "position", "base_offset", "is_control", "compression", "batch_size", "record_count", "base_timestamp",
+        "has_delete_horizon", "timestamp_type", "max_timestamp", "partition_leader_epoch")}
     records: list[dict[str, Any]] = []
     for i in range(len(scan)):
         pos = int(cols["position"][i]) - base_position

@@ -1,0 +1,313 @@
+"""Pipeline benchmark: ``txnwatch scan`` of a log dir against the header decode of its files.
+
+Run: ``.venv/bin/python bench/pipeline.py [--mb 150] [--seed 2] [--reps 3] [--master local[2]]``
+
+1. Writes the issue-12 dataset, a ``random-mix`` log dir (``streaming.simulate.scenarios``) of
+   about ``--mb`` MiB from 400 transactional producers over 8 topics x 8 partitions with 1-3
+   records per batch, or reuses ``bench/data/pipeline-random-mix-seed<S>-<MB>mb`` when a complete
+   one with the same parameters exists (``bench/data/`` is git-ignored). ``--mb 10`` is a quick run.
+2. In this one process, measures:
+
+   * decode: every ``.log`` file read into memory (not timed), then
+     ``udfs.record_batch.scan_batches(data)`` over all of them (CRC on, as the scan reads them);
+     best of ``--reps``;
+   * bare Spark: a child Python process that starts a SparkSession with txnwatch's settings
+     (``streaming.pipeline.spark_session``'s defaults, UI off) and stops it, nothing else;
+   * one-file scan: ``txnwatch scan`` (``python -m streaming.cli``) of one single-batch segment,
+     with the default engine (in process for small inputs) and with ``--engine spark``;
+   * dataset scan: ``txnwatch -v scan --engine spark`` of the whole log dir, and (unless
+     ``--no-local``) ``--engine local``, whose findings must equal the Spark engine's.
+
+   Every child is timed wall-clock from spawn to exit; their processes are sampled from ``/proc``
+   every 100 ms for resident memory: the driver (the child Python process), the JVM, and the
+   Python workers (Spark's ``pyspark.daemon`` and its forks, summed).
+3. Prints the pipeline time (Spark dataset scan minus Spark one-file scan) and its ratio to the
+   decode time, the same for the in-process engine, the one-file scan (default engine) / bare
+   session ratio, peak RSS per role, and the state size the scan logs
+   (the state operator's rows and memory from Spark's query progress).
+
+Exit code 1 when a scan fails or finds other than the dataset's expected findings, 0 otherwise.
+Timings are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.decode import cpu_model, load_segments  # noqa: E402
+
+DATA_DIR = ROOT / "bench" / "data"
+PARAMS_FILE = "bench-params.json"
+TARGET_RATIO = 10.0
+TARGET_STARTUP = 1.5
+# The issue-12 dataset: random-mix with these parameters (target size and seed from the flags).
+DATASET = {"topics": 8, "partitions": 8, "producers": 400, "records_per_batch": [1, 2, 3]}
+
+
+def prepare_dataset(mb: int, seed: int) -> tuple[Path, int, int, bool]:
+    """(log dir, as_of_ms, expected findings, reused?) of the benchmark dataset."""
+    from streaming.simulate.scenarios import write_scenario
+
+    params = {"scenario": "random-mix", "seed": seed, "target_bytes": mb << 20, **DATASET}
+    final = DATA_DIR / f"pipeline-random-mix-seed{seed}-{mb}mb"
+    marker = final / PARAMS_FILE
+    if marker.exists():
+        try:
+            saved = json.loads(marker.read_text())
+            if saved["params"] == params:
+                return final / "log", saved["as_of_ms"], saved["expected"], True
+        except (OSError, ValueError, KeyError):
+            pass
+    if final.exists():
+        shutil.rmtree(final)
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=DATA_DIR))
+    staging.chmod(0o755)
+    try:
+        kw = {**DATASET, "records_per_batch": tuple(DATASET["records_per_batch"])}
+        sc = write_scenario("random-mix", staging / "log", seed=seed, target_bytes=params["target_bytes"], **kw)
+        (staging / PARAMS_FILE).write_text(json.dumps({"params": params, "as_of_ms": sc.as_of_ms,
+                                                       "expected": len(sc.expected)}))
+        os.replace(staging, final)  # the marker appears together with a complete dir
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return prepare_dataset(mb, seed)[:3] + (False,)
+
+
+def one_batch_file(root: Path, into: Path) -> Path:
+    """A copy of the dataset's first data partition cut after its first batch."""
+    from udfs.record_batch import scan_batches
+
+    part = next(p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith("__"))
+    seg = sorted(part.glob("*.log"))[0]
+    data = seg.read_bytes()
+    first = scan_batches(data).columns["batch_size"][0]
+    out = into / part.name / seg.name
+    out.parent.mkdir(parents=True)
+    out.write_bytes(data[: int(first)])
+    return out
+
+
+# --- process sampling ----------------------------------------------------------------------------
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def _rss_and_cmd(pid: int) -> tuple[int, str]:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            rss = next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")), 0)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return 0, ""
+    return rss, cmd
+
+
+@dataclass
+class Peaks:
+    driver: int = 0
+    jvm: int = 0
+    workers: int = 0
+    samples: int = 0
+
+
+@dataclass
+class Run:
+    seconds: float
+    returncode: int
+    stdout: str
+    stderr: str
+    peaks: Peaks = field(default_factory=Peaks)
+
+
+def run_child(argv: list[str]) -> Run:
+    """Run a child process, sampling the RSS of its process tree until it exits."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    peaks = Peaks()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            kids = _children()
+            jvm = workers = 0
+            stack = list(kids.get(proc.pid, []))
+            while stack:
+                pid = stack.pop()
+                stack += kids.get(pid, [])
+                rss, cmd = _rss_and_cmd(pid)
+                if "java" in cmd.split(" ", 1)[0]:
+                    jvm += rss
+                elif "python" in cmd:
+                    workers += rss
+            peaks.driver = max(peaks.driver, _rss_and_cmd(proc.pid)[0])
+            peaks.jvm = max(peaks.jvm, jvm)
+            peaks.workers = max(peaks.workers, workers)
+            peaks.samples += 1
+            done.wait(0.1)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate()
+    dt = time.perf_counter() - t0
+    done.set()
+    th.join()
+    return Run(dt, proc.returncode, out, err, peaks)
+
+
+BARE_SESSION = (
+    "import os, sys\n"
+    "os.environ.setdefault('PYSPARK_PYTHON', sys.executable)\n"
+    "from pyspark.sql import SparkSession\n"
+    "from streaming.pipeline import SPARK_DEFAULTS\n"
+    "b = SparkSession.builder.appName('bare').master(sys.argv[1])\n"
+    "for k, v in SPARK_DEFAULTS.items():\n"
+    "    b = b.config(k, v)\n"
+    "b.getOrCreate().stop()\n"
+)
+
+
+def _stable(finding: dict) -> dict:
+    return {k: v for k, v in finding.items() if k not in ("detected_at", "input")}
+
+
+def decode_seconds(datas: list[bytes], reps: int) -> tuple[float, int]:
+    from udfs.record_batch import scan_batches
+
+    scan_batches(datas[0])  # warm-up: imports and first-call costs
+    best, n = float("inf"), 0
+    for _ in range(reps):
+        gc.collect()
+        t0 = time.perf_counter()
+        n = sum(len(scan_batches(d)) for d in datas)
+        best = min(best, time.perf_counter() - t0)
+    return best, n
+
+
+def _mb(b: int) -> str:
+    return f"{b / 2**20:,.0f} MiB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=int, default=150, help="dataset size in MiB (default 150; 10 for a quick run)")
+    ap.add_argument("--seed", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=3, help="decode repetitions; the best is kept")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--no-local", dest="local", action="store_false",
+                    help="skip the dataset scan with the in-process engine")
+    args = ap.parse_args(argv)
+
+    import numpy as np
+    import pyspark
+
+    print("machine")
+    print(f"  cpu:     {cpu_model()} ({os.cpu_count()} logical cores)")
+    print(f"  python:  {sys.version.split()[0]}, numpy {np.__version__}, pyspark {pyspark.__version__}, "
+          f"master {args.master}")
+    t0 = time.perf_counter()
+    root, as_of, expected, reused = prepare_dataset(args.mb, args.seed)
+    prep = time.perf_counter() - t0
+    segs = load_segments(root)
+    datas = [d for _, d in segs]
+    total = sum(len(d) for d in datas)
+    print("input")
+    print(f"  random-mix seed {args.seed}, {args.mb} MiB, {DATASET['producers']} producers, "
+          f"{DATASET['topics']}x{DATASET['partitions']} partitions, 1-3 records/batch: {len(segs)} .log files, "
+          f"{total:,} bytes ({'reused ' + str(root) if reused else f'written in {prep:.1f} s'})")
+    decode_s, batches = decode_seconds(datas, args.reps)
+    del datas, segs
+    gc.collect()
+    print(f"  {batches:,} batches")
+
+    py = sys.executable
+    scan = [py, "-m", "streaming.cli"]
+    tmp = Path(tempfile.mkdtemp(prefix="txnwatch-bench-pipeline-"))
+    try:
+        small = one_batch_file(root, tmp)
+        bare = run_child([py, "-c", BARE_SESSION, args.master])
+        one = run_child([*scan, "scan", "--master", args.master, "--json", str(small)])
+        one_spark = run_child([*scan, "scan", "--engine", "spark", "--master", args.master, "--json", str(small)])
+        full = run_child([*scan, "-v", "scan", "--engine", "spark", "--master", args.master, "--json",
+                          "--as-of", str(as_of), str(root)])
+        local = None
+        if args.local:
+            local = run_child([*scan, "scan", "--engine", "local", "--json", "--as-of", str(as_of), str(root)])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ok = True
+    runs = [("bare SparkSession start/stop", bare), ("scan, one-batch file (default engine)", one),
+            ("scan --engine spark, one-batch file", one_spark), ("scan --engine spark, dataset", full)]
+    if local is not None:
+        runs.append(("scan --engine local, dataset", local))
+    for name, r in runs:
+        if r.returncode not in (0, 2):
+            print(f"{name} FAILED (exit {r.returncode}):\n{r.stderr[-3000:]}")
+            ok = False
+    findings = [json.loads(line) for line in full.stdout.splitlines() if line.strip()]
+    if len(findings) != expected:
+        print(f"dataset scan: {len(findings)} findings, expected {expected}")
+        ok = False
+    if local is not None and [_stable(json.loads(line)) for line in local.stdout.splitlines() if line.strip()] != \
+            [_stable(f) for f in findings]:
+        print("dataset scan: the local engine's findings differ from the Spark engine's")
+        ok = False
+    state = re.findall(r"state: .*", full.stderr)
+
+    pipeline = full.seconds - one_spark.seconds
+    print(f"results ({batches:,} batches, {total / 1e6:.1f} MB)")
+    print(f"  {'what':<40}{'seconds':>9}{'driver RSS':>12}{'JVM RSS':>10}{'workers RSS':>13}")
+    print(f"  {'header decode (scan_batches, CRC on)':<40}{decode_s:>9.3f}")
+    for name, r in runs:
+        p = r.peaks
+        print(f"  {name:<40}{r.seconds:>9.2f}{_mb(p.driver):>12}{_mb(p.jvm):>10}{_mb(p.workers):>13}")
+    print(f"  findings: {len(findings)} (expected {expected})")
+    for line in state:
+        print(f"  {line}")
+    ratio = pipeline / decode_s
+    startup = one.seconds / bare.seconds
+    print("targets")
+    if local is not None:
+        lp = local.seconds - one.seconds
+        print(f"  local engine: dataset - one-file = {lp:.2f} s = {lp / decode_s:.1f}x decode (one process, no Spark)")
+    print(f"  pipeline = dataset scan - one-file scan (spark) = {pipeline:.2f} s = {ratio:.1f}x decode "
+          f"(target <= {TARGET_RATIO:.0f}x: {'MET' if ratio <= TARGET_RATIO else 'NOT MET'}); "
+          f"{batches / max(pipeline, 1e-9):,.0f} batches/s")
+    print(f"  one-file scan / bare session = {one.seconds:.2f} / {bare.seconds:.2f} s = {startup:.2f}x "
+          f"(target <= {TARGET_STARTUP}x: {'MET' if startup <= TARGET_STARTUP else 'NOT MET'})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
