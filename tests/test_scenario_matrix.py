@@ -132,15 +132,19 @@ def test_issue10_scenarios_over_dump_text(spark, tmp_path, name):
     check_invariants(sc, findings)
 
 
-@pytest.mark.parametrize("name", ["retention-restart", "txn-leader-epoch-bump"])
-def test_issue10_scenarios_through_the_streaming_job_in_small_batches(spark, tmp_path, name):
-    """The segments source read in many micro-batches: the snapshot chosen at the partition's
-    first read seeds it and stamps every later read; the findings are the scan's."""
+@pytest.mark.parametrize(("name", "trigger_bytes"), [
+    ("retention-restart", 200), ("txn-leader-epoch-bump", 200), ("partial-coordinator-view", 4000),
+    ("write-after-older-marker", 4000), ("markers-pending", 4000)])
+def test_issue10_scenarios_through_the_streaming_job_in_small_batches(spark, tmp_path, name, trigger_bytes):
+    """Every issue-10 rule through the streaming job, the segments source read in many
+    micro-batches: the snapshot chosen at the partition's first read seeds it and stamps every
+    later read; the findings (epochs and their sources included) are the scan's expectations."""
     sc = write_scenario(name, tmp_path / "logs", seed=11)
     cfg = load(None, env={})
     cfg["cluster"] = "matrix"
     ck = tmp_path / "ck"
-    opts = {"path": str(sc.root), "cluster": "matrix", "as_of": str(sc.as_of_ms), "max_bytes_per_trigger": "200"}
+    opts = {"path": str(sc.root), "cluster": "matrix", "as_of": str(sc.as_of_ms),
+            "max_bytes_per_trigger": str(trigger_bytes)}
     q = start_query(spark, "segments", opts, engine_config(cfg, coordinator_available=True),
                     AlertConfig(bootstrap_servers=None), SinkSet(), str(ck), trigger={"availableNow": True})
     q.awaitTermination()
