@@ -156,11 +156,12 @@ COMMAND_FIELDS = (
     ("abort_command_new", "Brokers 3.0+ (the tool looks up producer and coordinator epochs itself)"),
     ("abort_command_legacy", "Brokers before 3.0 (explicit epochs)"),
 )
-EPOCH_FIELDS = (("coordinator_epoch", "Coordinator epoch"), ("coordinator_epoch_source", "Source"))
+EPOCH_FIELDS = (("coordinator_epoch", "Coordinator epoch"), ("coordinator_epoch_source", "Source"),
+                ("epoch_hint", "About this epoch"))
 PERMISSION_FIELD = ("required_permission", "Required permission")
 # Fields shown as times (epoch ms) and as durations (ms).
-TIME_FIELDS = frozenset({"first_ts", "last_ts", "detected_at", "last_read_ms"})
-DURATION_FIELDS = frozenset({"open_ms", "idle_ms", "threshold_ms"})
+TIME_FIELDS = frozenset({"first_ts", "last_ts", "detected_at", "last_read_ms", "since_ms"})
+DURATION_FIELDS = frozenset({"open_ms", "idle_ms", "threshold_ms", "unavailable_ms"})
 # Fields of a partition-availability record shown on the overview.
 PARTITION_FIELDS = (
     ("cluster", "Cluster"),
@@ -169,7 +170,7 @@ PARTITION_FIELDS = (
     ("reason", "Reason"),
     ("since_ms", "Unavailable since"),
     ("last_read_ms", "Last read"),
-    ("leader", "Leader"),
+    ("unavailable_ms", "Unavailable for"),
 )
 
 # Never rendered, whatever record carries them (a key containing any of these, lower case).
