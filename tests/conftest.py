@@ -49,3 +49,21 @@ def pytest_sessionfinish(session, exitstatus):
     from streaming.sources.kafka import close_wires
 
     close_wires()
+
+
+def kafka_watchdog(seconds: int):
+    """An autouse fixture for tests that talk to the broker fake over sockets: a hung socket dumps
+    every thread's stack and ends the run after ``seconds`` instead of stalling CI, and each test
+    closes the cached Kafka clients it opened. Assign it in the module: ``_watchdog = kafka_watchdog(60)``."""
+    import faulthandler
+
+    @pytest.fixture(autouse=True)
+    def _watchdog():
+        faulthandler.dump_traceback_later(seconds, exit=True)
+        yield
+        faulthandler.cancel_dump_traceback_later()
+        from streaming.sources.kafka import close_wires
+
+        close_wires()
+
+    return _watchdog

@@ -8,7 +8,6 @@ availability records (streaming/availability.py).
 
 from __future__ import annotations
 
-import faulthandler
 import time
 
 import pandas as pd
@@ -17,20 +16,16 @@ import pytest
 from streaming.availability import Availability
 from streaming.simulate.encode import encode_batch
 from streaming.simulate.scenarios import write_scenario
-from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
+from streaming.sources.kafka import KafkaStreamReader, read_partition
 from streaming.sources.kafka_wire import KafkaUnavailable
+from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker
 
 FAST = {"request_timeout_ms": "2000", "retries": "2", "retry_backoff_ms": "10", "cluster": "live"}
 TXN = "__transaction_state"
 
 
-@pytest.fixture(autouse=True)
-def _watchdog():
-    faulthandler.dump_traceback_later(120, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
-    close_wires()
+_watchdog = kafka_watchdog(120)
 
 
 @pytest.fixture

@@ -8,14 +8,14 @@ one planned read through the ``kafka-txn`` source, with the versions the client 
 
 from __future__ import annotations
 
-import faulthandler
 from pathlib import Path
 
 import pytest
 
-from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
+from streaming.sources.kafka import KafkaStreamReader, read_partition
 from streaming.sources.kafka_wire import FETCH_MAX_VERSION, KafkaUnavailable, KafkaWire, KafkaWireError
 from tests.broker_api_versions import BROKER_API_VERSIONS, NEWEST, VERSIONS
+from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker, stage_segment
 
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
@@ -28,12 +28,7 @@ CLIENT_MAX = {1: FETCH_MAX_VERSION, 2: 11, 3: 13, 18: 4}
 REQUIRED = ((0, 11), (1, 0), (2, 0), (2, 3), (2, 4), (2, 7), (2, 8), (3, 0), (3, 9), (4, 0), NEWEST)
 
 
-@pytest.fixture(autouse=True)
-def _watchdog():
-    faulthandler.dump_traceback_later(60, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
-    close_wires()
+_watchdog = kafka_watchdog(60)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ these tests drive KafkaWire and the ``kafka-txn`` source's planning and reading 
 
 from __future__ import annotations
 
-import faulthandler
 import time
 from pathlib import Path
 
@@ -14,8 +13,9 @@ import pandas as pd
 import pytest
 
 from streaming.simulate.encode import encode_batch
-from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
+from streaming.sources.kafka import KafkaStreamReader, read_partition
 from streaming.sources.kafka_wire import FetchStatus, KafkaWire
+from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker, stage_segment
 
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
@@ -28,12 +28,7 @@ WIRE = dict(client_id="txnwatch-test", request_timeout_ms=1500, retries=3, retry
 SOURCE = {"request_timeout_ms": "3000", "retries": "3", "retry_backoff_ms": "10", "cluster": "live"}
 
 
-@pytest.fixture(autouse=True)
-def _watchdog():
-    faulthandler.dump_traceback_later(60, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
-    close_wires()
+_watchdog = kafka_watchdog(60)
 
 
 @pytest.fixture

@@ -3,14 +3,14 @@ each), multi-partition Fetch requests, and no Fetch at all for partitions with n
 
 from __future__ import annotations
 
-import faulthandler
 import time
 
 import pandas as pd
 import pytest
 
 from streaming.simulate.scenarios import write_scenario
-from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
+from streaming.sources.kafka import KafkaStreamReader, read_partition
+from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker
 
 FAST = {"request_timeout_ms": "2000", "retries": "2", "retry_backoff_ms": "10", "cluster": "live"}
@@ -18,12 +18,7 @@ COLS = ["kind", "topic", "partition", "producer_id", "producer_epoch", "first_of
         "high_watermark", "lso", "log_start_offset", "transactional_id", "txn_state"]
 
 
-@pytest.fixture(autouse=True)
-def _watchdog():
-    faulthandler.dump_traceback_later(120, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
-    close_wires()
+_watchdog = kafka_watchdog(120)
 
 
 def reader(broker: FakeKafkaBroker, **opts: str) -> KafkaStreamReader:

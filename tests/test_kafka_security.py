@@ -7,7 +7,6 @@ tests/kafka_fake_security.py). No test needs a real Kafka.
 
 from __future__ import annotations
 
-import faulthandler
 import io
 import json
 import logging
@@ -21,7 +20,7 @@ import pytest
 
 from streaming.config import ConfigError, as_config, load
 from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
-from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
+from streaming.sources.kafka import KafkaStreamReader, read_partition
 from streaming.sources.kafka_security import (
     SECURITY_KEYS,
     KafkaSecurityError,
@@ -31,6 +30,7 @@ from streaming.sources.kafka_security import (
     spark_source_options,
 )
 from streaming.sources.kafka_wire import KafkaAuthorizationError, KafkaWire, KafkaWireError
+from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker, stage_segment
 from tests.kafka_fake_security import SaslConfig, make_tls, server_ssl_context
 from tests.oauth_token_provider import TOKEN_ENV, StaticTokenProvider
@@ -45,12 +45,7 @@ FAST = dict(client_id="txnwatch-test", request_timeout_ms=1500, retries=2, retry
 PASSWORD = "pw-" + secrets.token_hex(12)  # unique: any occurrence in an output is a leak
 
 
-@pytest.fixture(autouse=True)
-def _watchdog():
-    faulthandler.dump_traceback_later(120, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
-    close_wires()
+_watchdog = kafka_watchdog(120)
 
 
 @pytest.fixture(scope="module")
