@@ -86,8 +86,11 @@ def cmd_scan(args: argparse.Namespace) -> int:
     quality = args.quality or cfg.quality.scan
     engine = args.engine
     if engine == "auto":
+        # Under spark-submit (the JVM is already up: PYSPARK_GATEWAY_PORT) the user asked for the
+        # cluster, and --master names one: run on Spark whatever the input size.
+        on_cluster = "PYSPARK_GATEWAY_PORT" in os.environ or args.master is not None
         small = _input_bytes(args.paths) <= cfg.streaming.local_scan_max_bytes
-        engine = "local" if small and not quality else "spark"
+        engine = "local" if small and not quality and not on_cluster else "spark"
     spark = None
     if engine == "spark":
         from streaming.pipeline import spark_session
@@ -294,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="one alert object per line (findings only)")
     s.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
                    help="spark: the streaming job; local: the same job in this process without Spark; auto "
-                   "(default): local when the inputs total at most streaming.local_scan_max_bytes")
+                   "(default): local when the inputs total at most streaming.local_scan_max_bytes, unless run under "
+                   "spark-submit or with --master")
     s.add_argument("--quality", action="store_true", help="also run the data-quality suites over the inputs "
                    "and findings (needs Spark and Great Expectations; [quality] scan = true does the same)")
     s.set_defaults(func=cmd_scan)
