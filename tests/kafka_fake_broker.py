@@ -24,7 +24,9 @@ What is modelled (and how faithfully)
   topic creation when the request allows it and ``auto_create_topics`` is on.
 * **ListOffsets** v1-11: EARLIEST (-2) = log start offset, LATEST (-1) = high watermark for
   READ_UNCOMMITTED and last stable offset (LSO) for READ_COMMITTED, MAX_TIMESTAMP (-3) and
-  timestamps at batch granularity.
+  timestamps at batch granularity (``Partition.fetchOffsetForTimestamp``: the last fetchable
+  offset is ``lastStableOffset`` or ``highWatermark`` by isolation level; EARLIEST goes to
+  ``UnifiedLog.fetchOffsetByTimestamp``).
 * **Fetch** v4-12 (by topic name; v13+ address topics by id and are not modelled: neither
   KafkaWire nor kafka-python's consumer sends them), sessionless (``session_id`` 0): served from the segment holding the batch
   that contains the fetch offset (the response starts at that batch, which may begin *before*
