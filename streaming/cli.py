@@ -87,8 +87,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
     engine = args.engine
     if engine == "auto":
         # Under spark-submit (the JVM is already up: PYSPARK_GATEWAY_PORT) the user asked for the
-        # cluster, and --master names one: run on Spark whatever the input size.
-        on_cluster = "PYSPARK_GATEWAY_PORT" in os.environ or args.master is not None
+        # cluster: run on Spark whatever the input size.
+        on_cluster = "PYSPARK_GATEWAY_PORT" in os.environ
         small = _input_bytes(args.paths) <= cfg.streaming.local_scan_max_bytes
         engine = "local" if small and not quality and not on_cluster else "spark"
     spark = None
@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
                    help="spark: the streaming job; local: the same job in this process without Spark; auto "
                    "(default): local when the inputs total at most streaming.local_scan_max_bytes, unless run under "
-                   "spark-submit or with --master")
+                   "spark-submit")
     s.add_argument("--quality", action="store_true", help="also run the data-quality suites over the inputs "
                    "and findings (needs Spark and Great Expectations; [quality] scan = true does the same)")
     s.set_defaults(func=cmd_scan)
