@@ -63,6 +63,12 @@ class LiveJob:
         self.offset = end
         return end
 
+    def close(self) -> None:
+        """Close the enricher's broker clients (the cached source clients: ``close_wires``)."""
+        close = getattr(self.enricher.broker, "close", None)
+        if close is not None:
+            close()
+
     def _call(self, pid: int, frames: list[pd.DataFrame]) -> list[dict[str, Any]]:
         st = LocalGroupState(self.docs.get(pid), self.watermark)
         rows = state_rows(self.cfg, pid, frames, st)

@@ -30,14 +30,14 @@ def _close_cached_clients():
 
 
 def run_job(broker, mode: str, triggers: int = 3, **extra: str) -> LiveJob:
-    from streaming.runner import broker_evidence
+    from streaming.runner import broker_confirm
 
     cfg = load(None, env={})
     cfg["cluster"] = "live"
     cfg["kafka"]["bootstrap_servers"] = broker.bootstrap_servers
     from streaming.config import as_config
 
-    enricher = Enricher(AlertConfig(broker.bootstrap_servers), None, broker=broker_evidence(as_config(cfg)))
+    enricher = Enricher(AlertConfig(broker.bootstrap_servers), None, broker=broker_confirm(as_config(cfg)))
     opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
             "read_mode": mode, **FAST, **extra}
     job = LiveJob(opts, engine_config(cfg, coordinator_available=True), enricher)
@@ -66,7 +66,9 @@ def test_probe_mode_finds_what_full_mode_finds(tmp_path, name):
     got = {}
     for mode in ("full", "probe"):
         with FakeKafkaBroker(sc.root) as broker:
-            got[mode] = findings(run_job(broker, mode))
+            job = run_job(broker, mode)
+            got[mode] = findings(job)
+            job.close()
         close_wires()
     assert got["probe"] == got["full"]
     if name in POSITIVE_SCENARIOS and name not in ("retention-restart",):
@@ -88,7 +90,9 @@ def test_probe_without_following_sees_the_oldest_open_transaction_only(tmp_path,
     got = {}
     for mode in ("full", "probe"):
         with FakeKafkaBroker(sc.root) as broker:
-            got[mode] = findings(run_job(broker, mode, probe_follow_after_ms=NEVER))
+            job = run_job(broker, mode, probe_follow_after_ms=NEVER)
+            got[mode] = findings(job)
+            job.close()
         close_wires()
     oldest: dict = {}
     for f in got["full"]:
@@ -146,6 +150,7 @@ def test_probe_fetches_only_at_a_moved_lso_and_closes_by_lso_movement(tmp_path):
         segs[0].write_bytes(segs[0].read_bytes() + build_control_batch(3, 7, 2, commit=False, coordinator_epoch=0,
                                                                        timestamp_ms=now))
         job.trigger()
+        job.close()
     resolved = [a for a in job.alerts if a["status"] == "resolved"]
     assert [(a["producer_id"], a["resolution"]) for a in resolved] == [(7, "lso-advanced")]
     assert job.offset["closes"] == {"orders\t0": [[7, 4]]}
