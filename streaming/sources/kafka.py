@@ -6,7 +6,8 @@ Options: ``bootstrap_servers`` (required), ``topics`` (JSON list) and/or ``topic
 such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
 JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
 coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
-``cluster``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
+``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes``,
+``probe_follow_after_ms``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
 with a metadata refresh and doubling backoff, before the unread range becomes a gap),
 ``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
@@ -18,6 +19,30 @@ planning without them), and the kafka-python security settings of
 (``sasl_plain_password``, ``ssl_password``) must be references (``env:NAME``, ``file:PATH``),
 never the secret itself, because Spark prints data source options in query plans; they are
 resolved (and the OAUTHBEARER token provider imported) in each process that connects.
+
+Read modes (``read_mode``): ``full`` reads every byte of every watched data partition from its
+starting offset. ``probe`` (what ``txnwatch run`` uses by default) reads only what is open, so a
+trigger's cost grows with open transactions, not with bytes or partitions:
+
+* every trigger, ListOffsets for all watched partitions (one request per leader broker and
+  isolation level): a partition whose LSO equals its high watermark has nothing open and costs
+  nothing more — not even a progress row unless its offsets changed (the driver keeps the last);
+* where the LSO is below the high watermark and **moved** since the last probe, one Fetch at the
+  LSO (multi-partition, per leader, ``probe_bytes`` each, on the driver): the first transactional
+  data batch there opens the oldest open transaction (producer id, epoch, first offset, first
+  write). The window ``[LSO, that batch]`` is read by the executors like any range, so the state
+  sees it as full mode would;
+* when the LSO moves past a probed transaction, an ``lso_passed`` row closes it in the state
+  (the LSO is the first offset of the oldest open transaction; ``UnifiedLog.updateFirstUnstableOffset``
+  pins it at the log start when retention deleted that offset, hence ``max(first, log start)``);
+* once a partition's oldest open transaction is older than ``probe_follow_after_ms`` (``run``
+  passes the smallest ``max_timeout_ms``: no coordinator keeps a transaction open longer), the
+  partition is *followed*: read in full from that LSO on (``max_offsets_per_trigger`` applies),
+  so the transactions stuck behind it are seen exactly as full mode sees them, until it is read
+  through with nothing open. Without following, only the oldest open transaction of a partition
+  is known (the others when the LSO reaches them);
+* on a finding of a probed transaction the driver reads its span forwards
+  (``BrokerEvidence.span_after``) and P's previous marker backwards (``last_marker_before``).
 
 Why starting at the LSO is correct: every transaction that began before the LSO is closed by
 definition (the LSO is the first offset of the oldest open transaction), so nothing before it can
