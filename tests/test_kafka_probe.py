@@ -163,3 +163,35 @@ def test_probe_mode_rejects_a_starting_offset_it_cannot_honour():
     with pytest.raises(ValueError, match="read_mode = probe always starts at the LSO"):
         KafkaStreamReader({"bootstrap_servers": "k:9092", "topics": '["t"]', "read_mode": "probe",
                            "starting_offsets": "earliest"})
+
+
+def test_a_partition_with_an_old_open_transaction_is_followed_until_nothing_is_open(tmp_path):
+    """Following: read in full from the LSO once the oldest open transaction is old (here at
+    once), so a transaction behind it is seen too; the abort marker is read (``aborted``, not
+    ``lso-advanced``) and the partition goes back to costing nothing once read through."""
+    from streaming.simulate.encode import encode_batch
+    from tests.kafka_fake_broker import build_control_batch, segment_file_name
+
+    now = int(time.time() * 1000)
+    old = now - 2 * 3600 * 1000
+    (tmp_path / "logs" / "orders-0").mkdir(parents=True)
+    seg = tmp_path / "logs" / "orders-0" / segment_file_name(0)
+    seg.write_bytes(b"".join(encode_batch(i, 1, producer_id=7 + i, producer_epoch=0, base_sequence=0,
+                                          is_transactional=True, base_timestamp=old + i, max_timestamp=old + i)
+                             for i in range(2)))
+    with FakeKafkaBroker(tmp_path / "logs") as broker:
+        job = run_job(broker, "probe", triggers=1, probe_follow_after_ms="0")
+        assert [(f["producer_id"], f["first_offset"]) for f in findings(job)] == [(7, 0), (8, 1)]
+        assert job.offset["probe"]["orders\t0"]["follow"] == 2
+        tail = b"".join(build_control_batch(2 + i, 7 + i, 0, commit=False, coordinator_epoch=0, timestamp_ms=now)
+                        for i in range(2))
+        seg.write_bytes(seg.read_bytes() + tail)
+        job.trigger()  # reads the two markers
+        job.trigger()  # read through, nothing open: back to probing
+        mark = len(broker.requests)
+        job.trigger()
+        job.close()
+    assert sorted((a["producer_id"], a["resolution"]) for a in job.alerts if a["status"] == "resolved") == \
+        [(7, "aborted"), (8, "aborted")]
+    assert "orders\t0" not in job.offset["probe"] and job.offset["reads"] == {}
+    assert not {tp for tp in _requested(broker, mark) if tp[0] == "orders"}

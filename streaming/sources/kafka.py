@@ -468,10 +468,17 @@ class KafkaStreamReader(DataSourceStreamReader):
             # LSO unknown (-1: a ListOffsets v0/v1 broker, < 0.11, which has no transactions)
             lso = o.lso if 0 <= o.lso <= hw else hw
             m = memo.pop(k, None)
-            if m is not None and k in resets:
-                m = None  # the log went backwards: start again from its LSO
             if prev_seen.get(k) != seen.get(k) or k in was_down or k in resets:
                 emit.append(k)
+            if m is not None and m.get("pid") is not None and lso != m["lso"] and lso > max(m["first"], ls):
+                # The LSO is the first offset of the oldest open transaction (pinned at the log
+                # start when retention deleted it: UnifiedLog.updateFirstUnstableOffset), so an
+                # LSO above it proves the probed transaction is no longer open. (A followed
+                # partition's reads also give its marker; the state ignores whichever comes second.)
+                closes[k] = [[int(m["pid"]), int(lso)]]
+                m = {**m, "pid": None}  # closed once
+            if m is not None and k in resets:
+                m = None  # the log went backwards: start again from its LSO
             if m is not None and m.get("follow") is not None:
                 if lso >= hw and m["follow"] >= hw:
                     parts[k] = [hw, False]  # read through, nothing open: back to probing
@@ -479,11 +486,6 @@ class KafkaStreamReader(DataSourceStreamReader):
                     memo[k] = m
                     follow(k, max(m["follow"], ls), hw, False)
                 continue
-            if m is not None and m.get("pid") is not None and lso != m["lso"] and lso > max(m["first"], ls):
-                # The LSO is the first offset of the oldest open transaction (pinned at the log
-                # start when retention deleted it: UnifiedLog.updateFirstUnstableOffset), so an
-                # LSO above it proves the probed transaction is no longer open.
-                closes[k] = [[int(m["pid"]), int(lso)]]
             if lso >= hw:
                 parts[k] = [hw, False]  # nothing open: nothing to read
             elif m is not None and m["lso"] == lso and m.get("end") is not None:
