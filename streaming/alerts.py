@@ -136,6 +136,7 @@ class Judged:
     record: Any
     txn_partition: int | None
     epoch_note: str | None = None  # why the live look-back did not find P's last marker
+    span: dict[str, Any] | None = None  # probe mode: O's extent read from the broker (SpanResult)
 
 
 def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig, *,
@@ -414,11 +415,27 @@ class Enricher:
         # here from its progress rows, whatever the job's configuration expected.
         view = replace(view, current=bool(read), partition_count=n, read_partitions=read,
                        all_coordinators_max=max(amax) if amax else None)
-        note = None
+        note = span = None
         if self.broker is not None:
             txn, ev, note = self._broker_evidence(row["key"], txn, ev)
+            if doc.get("probe"):
+                txn, span = self._span(row["key"], txn)
         v = judge(txn, view, ev, now_ms=now_ms, thresholds=Thresholds(**doc["thresholds"]))
-        return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note)
+        return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note, span)
+
+    def _span(self, key: str, txn: OpenTxn) -> tuple[OpenTxn, dict[str, Any] | None]:
+        """Probe mode: the state knows O's first batch only; its extent (data-loss preview, last
+        write, highest epoch = the legacy abort's E) is read once per finding, forwards from O."""
+        cache = self.answers.setdefault(key, {})
+        if "span" not in cache:
+            cache["span"] = asdict(self.broker.span_after(txn.topic, txn.partition, txn.producer_id,
+                                                          txn.first_offset))
+        span = cache["span"]
+        if span.get("last_offset") is None:
+            return txn, span
+        return replace(txn, last_offset=max(txn.last_offset, span["last_offset"]),
+                       last_ts=max(txn.last_ts, span["last_ts"]),
+                       max_epoch=max(txn.max_epoch, span["max_epoch"])), span
 
     def _broker_evidence(self, key: str, txn: OpenTxn, ev: EpochEvidence) -> tuple[OpenTxn, EpochEvidence,
                                                                                     str | None]:
@@ -471,7 +488,12 @@ class Enricher:
                 self.answers.get(key, {}).pop("dp", None)
             return
         self.pending.pop(key, None)
-        alert = finalize(dict(row, status=v.status), self.partitions.get(tp), self.cfg, judged=judged,
+        published = dict(row, status=v.status)
+        if judged.span is not None and judged.span.get("last_offset") is not None:
+            sp = judged.span
+            published.update(last_offset=judged.txn.last_offset, last_ts=judged.txn.last_ts,
+                             **{f: max(_int(row.get(f)) or 0, sp[f]) for f in ("records", "bytes", "batches")})
+        alert = finalize(published, self.partitions.get(tp), self.cfg, judged=judged,
                          detected_at_ms=now_ms, txn_partitions=self.txn_partition_count or self.cfg.txn_state_partitions)
         prev = self.active.get(key)
         self.active[key] = {"status": v.status, "alert": alert if prev is None or _sig(prev["alert"]) != _sig(alert)

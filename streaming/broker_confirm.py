@@ -44,7 +44,7 @@ from kafka.protocol.admin.transactions import DescribeProducersRequest, Describe
 from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.structs import TopicPartition
 
-from streaming.broker_evidence import BrokerEvidence, LookbackResult
+from streaming.broker_evidence import BrokerEvidence, LookbackResult, SpanResult
 from streaming.sources.kafka_security import authorization_message, principal_of
 from streaming.sources.kafka_wire import KafkaAuthorizationError
 from streaming.verdict import DescribeProducersAnswer
@@ -279,6 +279,11 @@ class KafkaBrokerConfirm:
         if self.lookback is None:
             return LookbackResult(reason="no look-back reader configured")
         return self.lookback.last_marker_before(topic, partition, producer_id, first_offset)
+
+    def span_after(self, topic: str, partition: int, producer_id: int, first_offset: int) -> SpanResult:
+        if self.lookback is None:
+            return SpanResult(reason="no look-back reader configured")
+        return self.lookback.span_after(topic, partition, producer_id, first_offset)
 
     def blocked_groups(self, topic: str, partition: int, first_offset: int) -> list[str] | None:
         with self._lock:

@@ -13,9 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from streaming.verdict import DescribeProducersAnswer, Marker
 
 DEFAULT_LOOKBACK_MAX_BYTES = 1 << 30  # [kafka] lookback_max_bytes
+DEFAULT_SPAN_MAX_BYTES = 256 << 20  # [kafka] span_max_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,27 @@ class LookbackResult:
     complete: bool = False
     read_from_zero: bool = False
     bytes_read: int = 0
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpanResult:
+    """O's batches read forwards from its first offset (probe mode: the state saw only the first).
+
+    ``batches``/``records``/``bytes``: P's transactional data batches from O's first offset on,
+    up to P's next control batch or the high watermark; ``last_offset``/``last_ts`` (max
+    timestamp) of the last of them; ``max_epoch``: their highest producer epoch. ``complete``:
+    the read reached the high watermark or P's marker (else the counts are a lower bound and
+    ``reason`` says where it stopped). All None when nothing could be read.
+    """
+
+    batches: int | None = None
+    records: int | None = None
+    bytes: int | None = None
+    last_offset: int | None = None
+    last_ts: int | None = None
+    max_epoch: int | None = None
+    complete: bool = False
     reason: str | None = None
 
 
@@ -57,6 +81,10 @@ class BrokerEvidence(Protocol):
         """Consumer groups (read_committed) whose position on tp is held at the LSO; None = unknown."""
         ...
 
+    def span_after(self, topic: str, partition: int, producer_id: int, first_offset: int) -> SpanResult:
+        """O's extent read forwards from ``first_offset`` (headers only, bounded read)."""
+        ...
+
 
 class NoBrokerEvidence:
     """The answers of a job without a broker (files, dumps): everything unknown."""
@@ -72,6 +100,9 @@ class NoBrokerEvidence:
 
     def blocked_groups(self, topic: str, partition: int, first_offset: int) -> list[str] | None:
         return None
+
+    def span_after(self, topic: str, partition: int, producer_id: int, first_offset: int) -> SpanResult:
+        return SpanResult(reason="no broker to read from")
 
 
 class KafkaLookback(NoBrokerEvidence):
@@ -90,9 +121,10 @@ class KafkaLookback(NoBrokerEvidence):
     """
 
     def __init__(self, wire: Any, *, max_bytes: int = DEFAULT_LOOKBACK_MAX_BYTES, fetch_bytes: int = 1 << 20,
-                 first_window: int = 1000) -> None:
+                 first_window: int = 1000, span_max_bytes: int = DEFAULT_SPAN_MAX_BYTES) -> None:
         self._wire = wire
         self.max_bytes = max_bytes
+        self.span_max_bytes = span_max_bytes
         self.fetch_bytes = fetch_bytes
         self.first_window = first_window
 
@@ -176,3 +208,60 @@ class KafkaLookback(NoBrokerEvidence):
                                    timestamp=int(c["max_timestamp"][i]))
             pos = max(pos, int(c["last_offset"][-1]) + 1)
         return found, spent, True
+
+    def span_after(self, topic: str, partition: int, producer_id: int, first_offset: int) -> SpanResult:
+        """Probe mode (issue 12): the data-loss preview of O, read forwards from its first offset
+        to the high watermark or P's next control batch, at most ``span_max_bytes``. Pairing
+        (detection.md §1): every transactional data batch of P after O's first joins O until P's
+        control batch closes it, whatever its epoch."""
+        from streaming.sources.kafka_wire import KafkaWireError
+
+        if self.span_max_bytes <= 0:
+            return SpanResult(reason="the span read is off ([kafka] span_max_bytes = 0)")
+        try:
+            return self._span(topic, partition, producer_id, first_offset)
+        except (KafkaWireError, OSError, ValueError) as exc:
+            return SpanResult(reason=f"reading the span of the transaction on {topic}-{partition} failed: {exc}")
+
+    def _span(self, topic: str, partition: int, producer_id: int, first_offset: int) -> SpanResult:
+        from udfs.record_batch import scan_batches
+
+        wire = self.wire()
+        pos, spent, fetch_bytes = first_offset, 0, self.fetch_bytes
+        batches = records = size = 0
+        last_offset = last_ts = max_epoch = None
+        while True:
+            if spent >= self.span_max_bytes:
+                reason = (f"the span read stopped after {spent} bytes ([kafka] span_max_bytes = "
+                          f"{self.span_max_bytes}) at offset {pos}: records, bytes and batches are a lower bound")
+                break
+            res = wire.fetch(topic, partition, pos, min(fetch_bytes, self.span_max_bytes - spent))
+            if not res.ok:
+                raise ValueError(f"Fetch {topic}-{partition} at offset {pos}: {res.error}")
+            if pos >= res.high_watermark or not res.records:
+                reason = None if pos >= res.high_watermark else (
+                    f"nothing returned at offset {pos} below the high watermark {res.high_watermark}")
+                break
+            spent += len(res.records)
+            c = scan_batches(res.records, validate_crc=False, source=f"{topic}-{partition}",
+                             allow_partial_tail=True).columns
+            if len(c["base_offset"]) == 0:
+                fetch_bytes *= 2  # one batch larger than this fetch (pre-KIP-74 brokers)
+                continue
+            mine = (c["producer_id"] == producer_id) & (c["last_offset"] >= pos)
+            ctrl = np.flatnonzero(mine & c["is_control"])
+            stop = int(ctrl[0]) if len(ctrl) else len(mine)
+            data = np.flatnonzero(mine[:stop] & c["is_transactional"][:stop] & ~c["is_control"][:stop])
+            if len(data):
+                batches += len(data)
+                records += int(c["record_count"][data].sum())
+                size += int(c["batch_size"][data].sum())
+                last_offset = max(last_offset or -1, int(c["last_offset"][data].max()))
+                last_ts = max(last_ts or -1, int(c["max_timestamp"][data].max()))
+                max_epoch = max(max_epoch if max_epoch is not None else -1, int(c["producer_epoch"][data].max()))
+            if len(ctrl):
+                reason = None  # P's marker: O ends before it (the LSO moved on since the finding)
+                break
+            pos = max(pos, int(c["last_offset"][-1]) + 1)
+        return SpanResult(batches=batches, records=records, bytes=size, last_offset=last_offset, last_ts=last_ts,
+                          max_epoch=max_epoch, complete=reason is None, reason=reason)

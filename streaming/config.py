@@ -69,6 +69,13 @@ class KafkaConfig:
     # Live look-back for a producer's last marker below a finding (detection.md §4 rule 2): bytes
     # read per finding at most (headers only are decoded); 0 turns the look-back off.
     lookback_max_bytes: int = 1 << 30
+    # Live read mode (issue 12): "probe" reads only what is open (ListOffsets every trigger, a
+    # Fetch at a moved LSO, every byte only of partitions whose oldest open transaction is older
+    # than the smallest max_timeout_ms); "full" reads every byte of every watched partition.
+    read_mode: str = "probe"
+    probe_bytes: int = 16384  # bytes asked at each moved LSO (a larger first batch is asked for again)
+    # probe mode: a finding's data-loss preview is read forwards from its first offset, at most this much
+    span_max_bytes: int = 256 << 20
 
     def security(self) -> dict[str, Any]:
         """The security options that are set (an empty string means kafka-python's default), as

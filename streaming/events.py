@@ -76,7 +76,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-KINDS = ("data", "marker", "txn_state", "snapshot", "progress", "gap")
+# ``lso_passed`` (live source, probe mode): the partition's LSO moved past the first offset of the
+# transaction the probe found for ``producer_id`` (``lso`` = the new LSO), so it is no longer open.
+KINDS = ("data", "marker", "txn_state", "snapshot", "progress", "gap", "lso_passed")
 
 # (name, type) with type one of: string, long, int, short, bool, timestamp, array<string>.
 EVENT_FIELDS: tuple[tuple[str, str], ...] = (

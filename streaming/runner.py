@@ -75,7 +75,8 @@ def txn_state_partitions(cfg: Config) -> str:
 
 
 def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaConfig,
-                   dumps: DumpsConfig, txn_partitions: str = "50") -> tuple[str, dict[str, str], bool]:
+                   dumps: DumpsConfig, txn_partitions: str = "50",
+                   probe_follow_after_ms: int = 900000) -> tuple[str, dict[str, str], bool]:
     """(format, options, coordinator available) for the chosen source."""
     if source in ("segments", "dumps"):
         if not path:
@@ -95,16 +96,32 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
     if not k.bootstrap_servers:
         raise ConfigError("kafka.bootstrap_servers is required for --source kafka (config, "
                           "TXNWATCH_KAFKA_BOOTSTRAP_SERVERS or --bootstrap-server)")
+    if k.read_mode not in ("probe", "full"):
+        raise ConfigError(f"kafka.read_mode: expected \"probe\" or \"full\", got {k.read_mode!r}")
+    if k.read_mode == "probe" and k.starting_offsets != "lso":
+        raise ConfigError(f"kafka.starting_offsets = {k.starting_offsets!r} needs kafka.read_mode = \"full\": "
+                          "the probe mode reads only what is open, from the LSO")
     opts = {"bootstrap_servers": k.bootstrap_servers, "cluster": cluster,
             "topics": json.dumps(list(k.topics)), "topic_pattern": k.topic_pattern,
             "include_internal": str(k.include_internal).lower(), "starting_offsets": k.starting_offsets,
             "max_offsets_per_trigger": str(k.max_offsets_per_trigger), "fetch_max_bytes": str(k.fetch_max_bytes),
             "client_id": k.client_id, "request_timeout_ms": str(k.request_timeout_ms),
             "unavailable_timeout_ms": str(k.unavailable_timeout_ms), "groups_per_broker": str(k.groups_per_broker),
+            "read_mode": k.read_mode, "probe_bytes": str(k.probe_bytes),
+            "probe_follow_after_ms": str(probe_follow_after_ms),
             "security_protocol": k.security_protocol}
     # Secrets become env:/file: references (never plan-visible options); runs before Spark starts.
     opts.update(spark_source_options(k.security()))
     return "kafka-txn", opts, True
+
+
+def follow_after_ms(cfg: Config) -> int:
+    """Probe mode: from which age on a partition's oldest open transaction makes the source read
+    the partition in full. The smallest ``max_timeout_ms`` (cluster-wide or per topic): no
+    coordinator keeps a transaction open longer (``transaction.max.timeout.ms``), and a finding
+    needs that plus ``padding_ms``, which leaves the padding to read what is open behind it."""
+    t = cfg.thresholds
+    return min([t.max_timeout_ms] + [v.max_timeout_ms for v in t.topics.values() if v.max_timeout_ms is not None])
 
 
 #: ``run --once`` ended with partitions it could not read (it judged the rest).
@@ -130,7 +147,7 @@ def broker_evidence(cfg: Config) -> BrokerEvidence:
         return KafkaWire(k.bootstrap_servers, client_id=k.client_id, request_timeout_ms=k.request_timeout_ms,
                          **kafka_python_kwargs(k.security()))
 
-    return KafkaLookback(connect, max_bytes=k.lookback_max_bytes)
+    return KafkaLookback(connect, max_bytes=k.lookback_max_bytes, span_max_bytes=k.span_max_bytes)
 
 
 class ProgressLogger:
@@ -184,7 +201,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
     ``cfg``: the :class:`Config` (or a document as :func:`streaming.config.load` returns it)."""
     cfg = as_config(cfg)
     fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps,
-                                      txn_partitions=txn_state_partitions(cfg))
+                                      txn_partitions=txn_state_partitions(cfg),
+                                      probe_follow_after_ms=follow_after_ms(cfg))
     sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
     if once and fmt == "kafka-txn":
         opts["ride_through_ms"] = str(cfg.kafka.once_ride_through_ms)

@@ -197,6 +197,8 @@ class ProducerState:
         if kind == "snapshot":
             self._apply_snapshot(p, ev, epoch)
             return []
+        if kind == "lso_passed":
+            return self._apply_lso_passed(p, ev, cfg)
         snap_off = _i(ev.get("snapshot_offset"))
         if snap_off is not None and (p["snapshot"] is None or p["snapshot"]["offset"] < snap_off):
             # The partition was seeded from a snapshot without an entry for P (contract A): P had
@@ -209,6 +211,12 @@ class ProducerState:
         first = int(ev["first_offset"])
         if first < p["next_offset"]:
             return []  # already applied (overlapping inputs)
+        window = _i(ev.get("lso"))  # probe mode: the window this row was read in starts at this LSO
+        if window is not None and window > p["next_offset"]:
+            # Nothing of P on tp was read between what the state last saw and this window: its
+            # last marker as known here may not be P's last one before this row (rule 2 then
+            # comes from the driver's look-back).
+            p["last_marker"] = None
         p["next_offset"] = int(ev["last_offset"]) + 1
         marker = ev.get("marker") if kind == "marker" else None
         # An empty control batch carries no record: its epoch field is kept, but the legacy abort's
@@ -229,7 +237,7 @@ class ProducerState:
                 # pairing: nothing of P lies between its last marker and O's first batch
                 "prev_marker": lm if lm is not None and lm["offset"] < first else None,
                 "alert": None, "sig": None, "source": ev.get("source"), "position": ev.get("source_position"),
-                "from_snapshot": False,
+                "from_snapshot": False, "probe": window is not None,
             }
             return []
         if step is Step.JOIN:
@@ -258,6 +266,22 @@ class ProducerState:
                 p["max_marker_ce"] = max(p["max_marker_ce"], ce)
             return out
         return []
+
+    def _apply_lso_passed(self, p: dict[str, Any], ev: dict[str, Any], cfg: EngineConfig) -> list[dict[str, Any]]:
+        """Probe mode: tp's LSO moved to ``ev["lso"]`` without the marker being read. The LSO is the
+        first offset of the oldest open transaction, so P's transaction on tp starting below it is
+        closed (resolution ``lso-advanced``: which marker closed it was not read). P's last marker
+        is not touched: nothing about it was learnt."""
+        o, lso = p["open"], _i(ev.get("lso"))
+        if o is None or lso is None or o["first_offset"] >= lso:
+            return []
+        out = []
+        if o.get("alert") in ("late", "hanging"):
+            out.append(self._row(cfg, p, o, status="resolved", now_ms=_i(ev.get("event_time_ms")) or o["last_ts"],
+                                 resolution="lso-advanced"))
+        p["open"] = None
+        p["last_marker"] = None  # P's marker that closed it was not read
+        return out
 
     def _apply_preview(self, p: dict[str, Any], ev: dict[str, Any], kind: str) -> None:
         """A row below the seed snapshot's offset (contract A): the snapshot already holds its effect
@@ -454,7 +478,7 @@ class ProducerState:
             txn_partition=c.get("txn_partition"),
             resolution=resolution, clock_skew=verdict.clock_skew, from_snapshot=o.get("from_snapshot", False),
             source=o.get("source"), source_position=o.get("position"),
-            evidence=evidence_json(txn, view, ev, thresholds),
+            evidence=evidence_json(txn, view, ev, thresholds, probe=bool(o.get("probe"))),
         )
         return row
 
@@ -472,11 +496,16 @@ def _or(v: int | None, default: int) -> int:
     return default if v is None else v
 
 
-def evidence_json(txn: OpenTxn, view: CoordinatorView, ev: EpochEvidence, thresholds: Thresholds) -> str:
-    """The state row's ``evidence`` column: what the driver re-judges with global facts added."""
-    return json.dumps({"txn": to_dict(txn), "view": to_dict(view), "ev": to_dict(ev),
-                       "thresholds": {"max_timeout_ms": thresholds.max_timeout_ms,
-                                      "padding_ms": thresholds.padding_ms}}, separators=(",", ":"))
+def evidence_json(txn: OpenTxn, view: CoordinatorView, ev: EpochEvidence, thresholds: Thresholds, *,
+                  probe: bool = False) -> str:
+    """The state row's ``evidence`` column: what the driver re-judges with global facts added.
+    ``probe``: O was found by the live source's probe (only its first batch was read): the driver
+    reads its span before publishing (``BrokerEvidence.span_after``)."""
+    doc = {"txn": to_dict(txn), "view": to_dict(view), "ev": to_dict(ev),
+           "thresholds": {"max_timeout_ms": thresholds.max_timeout_ms, "padding_ms": thresholds.padding_ms}}
+    if probe:
+        doc["probe"] = True
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def process_key(
@@ -494,9 +523,13 @@ def process_key(
     """
     st = ProducerState.from_json(producer_id, state_json)
     out: list[dict[str, Any]] = []
-    order = {"snapshot": 0, "txn_state": 1, "data": 2, "marker": 2}
+    # lso_passed sorts with the data by its LSO, ahead of a batch at that same offset (the LSO
+    # passed the previous transaction before a new one could start there)
+    order = {"snapshot": 0, "txn_state": 1, "data": 2, "marker": 2, "lso_passed": 2}
     events = sorted(events, key=lambda e: (order.get(e["kind"], 3), e.get("topic") or "",
-                                           _i(e.get("partition")) or 0, _i(e.get("first_offset")) or 0))
+                                           _i(e.get("partition")) or 0,
+                                           _i(e.get("lso" if e["kind"] == "lso_passed" else "first_offset")) or 0,
+                                           e["kind"] != "lso_passed"))
     for ev in events:
         out.extend(st.apply(ev, cfg))
     out.extend(st.evaluate(cfg, now_ms))

@@ -58,7 +58,7 @@ class Job:
         conf.write_text(
             f'cluster = "live"\n'
             f'[kafka]\nbootstrap_servers = "{broker.bootstrap_servers}"\n'
-            f'topics = ["orders", "__transaction_state"]\nstarting_offsets = "earliest"\n'
+            f'topics = ["orders", "__transaction_state"]\n'
             f'request_timeout_ms = 3000\n'
             f'[sinks]\nenabled = ["jsonl", "kafka"]\njsonl_path = "{self.jsonl}"\nkafka_topic = "{topic}"\n'
             f'[streaming]\ncheckpoint = "{checkpoint}"\ntrigger_interval = "1 second"\nshuffle_partitions = 2\n')

@@ -297,7 +297,7 @@ def test_run_once_judges_the_rest_and_exits_3_naming_the_unread_partition(spark,
         cfg = load(None, env={})
         cfg["cluster"] = "live"
         cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, topic_pattern=".*",
-                            starting_offsets="earliest", request_timeout_ms=3000, once_ride_through_ms=500)
+                            request_timeout_ms=3000, once_ride_through_ms=500)
         cfg["streaming"].update(checkpoint=str(tmp_path / "ck"))
         cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(tmp_path / "alerts.jsonl"))
         rc = run_job(cfg, source="kafka", path=None, once=True)

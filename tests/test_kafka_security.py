@@ -352,7 +352,7 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
         cfg = load(None, env={})
         cfg["cluster"] = "live"
         cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, topic_pattern=".*",
-                            starting_offsets="earliest", request_timeout_ms=5000,
+                            request_timeout_ms=5000,
                             **{**sasl_settings(tls, "SCRAM-SHA-512"), "sasl_plain_password": f"file:{secret_file}"})
         cfg["streaming"].update(checkpoint=str(tmp_path / "ck"), trigger_interval="1 second")
         jsonl = tmp_path / "alerts.jsonl"

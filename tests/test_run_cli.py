@@ -60,7 +60,7 @@ def test_run_against_broker_with_all_sinks_and_restart(spark, tmp_path):
         cfg = load(None, env={})
         cfg["cluster"] = "live"
         cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, topic_pattern=".*",
-                            starting_offsets="earliest", request_timeout_ms=3000)
+                            request_timeout_ms=3000)
         cfg["streaming"].update(checkpoint=str(tmp_path / "ck"), trigger_interval="1 second")
         cfg["sinks"].update(enabled=["jsonl", "console", "kafka"], jsonl_path=str(tmp_path / "alerts.jsonl"))
         jsonl = tmp_path / "alerts.jsonl"

@@ -137,7 +137,7 @@ def test_page_over_a_running_job(spark, tmp_path):
         cfg = load(None, env={})
         cfg["cluster"] = "live"
         cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, topic_pattern=".*",
-                            starting_offsets="earliest", request_timeout_ms=3000)
+                            request_timeout_ms=3000)
         cfg["streaming"].update(checkpoint=str(tmp_path / "ck"), trigger_interval="1 second")
         cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(jsonl))
         cfg["ui"].update(enabled=True, port=port, stale_after_s=60)

@@ -6,7 +6,8 @@ Options: ``bootstrap_servers`` (required), ``topics`` (JSON list) and/or ``topic
 such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
 JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
 coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
-``cluster``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
+``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes``,
+``probe_follow_after_ms``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
 with a metadata refresh and doubling backoff, before the unread range becomes a gap),
 ``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
@@ -18,6 +19,30 @@ planning without them), and the kafka-python security settings of
 (``sasl_plain_password``, ``ssl_password``) must be references (``env:NAME``, ``file:PATH``),
 never the secret itself, because Spark prints data source options in query plans; they are
 resolved (and the OAUTHBEARER token provider imported) in each process that connects.
+
+Read modes (``read_mode``): ``full`` reads every byte of every watched data partition from its
+starting offset. ``probe`` (what ``txnwatch run`` uses by default) reads only what is open, so a
+trigger's cost grows with open transactions, not with bytes or partitions:
+
+* every trigger, ListOffsets for all watched partitions (one request per leader broker and
+  isolation level): a partition whose LSO equals its high watermark has nothing open and costs
+  nothing more — not even a progress row unless its offsets changed (the driver keeps the last);
+* where the LSO is below the high watermark and **moved** since the last probe, one Fetch at the
+  LSO (multi-partition, per leader, ``probe_bytes`` each, on the driver): the first transactional
+  data batch there opens the oldest open transaction (producer id, epoch, first offset, first
+  write). The window ``[LSO, that batch]`` is read by the executors like any range, so the state
+  sees it as full mode would;
+* when the LSO moves past a probed transaction, an ``lso_passed`` row closes it in the state
+  (the LSO is the first offset of the oldest open transaction; ``UnifiedLog.updateFirstUnstableOffset``
+  pins it at the log start when retention deleted that offset, hence ``max(first, log start)``);
+* once a partition's oldest open transaction is older than ``probe_follow_after_ms`` (``run``
+  passes the smallest ``max_timeout_ms``: no coordinator keeps a transaction open longer), the
+  partition is *followed*: read in full from that LSO on (``max_offsets_per_trigger`` applies),
+  so the transactions stuck behind it are seen exactly as full mode sees them, until it is read
+  through with nothing open. Without following, only the oldest open transaction of a partition
+  is known (the others when the LSO reaches them);
+* on a finding of a probed transaction the driver reads its span forwards
+  (``BrokerEvidence.span_after``) and P's previous marker backwards (``last_marker_before``).
 
 Why starting at the LSO is correct: every transaction that began before the LSO is closed by
 definition (the LSO is the first offset of the oldest open transaction), so nothing before it can
@@ -64,7 +89,7 @@ import pandas as pd
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from streaming.availability import unavailable_reason
-from streaming.events import spark_schema, to_arrow, to_frame
+from streaming.events import make_row, spark_schema, to_arrow, to_frame
 from streaming.normalize import gap_event, progress_event
 from streaming.partition_read import (
     BatchPiece,
@@ -76,7 +101,7 @@ from streaming.partition_read import (
     txn_partition_events,
 )
 from streaming.sources.kafka_security import check_source_options, kafka_python_kwargs
-from streaming.sources.kafka_wire import KafkaUnavailable, KafkaWire
+from streaming.sources.kafka_wire import KafkaUnavailable, KafkaWire, KafkaWireError
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
@@ -119,9 +144,21 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
         "ride_through_ms": int(options.get("ride_through_ms", "0")),
         "groups_per_broker": max(1, int(options.get("groups_per_broker", "1"))),
+        "read_mode": _read_mode(options.get("read_mode", "full"), start),
+        "probe_bytes": int(options.get("probe_bytes", str(16 << 10))),
+        "probe_follow_after_ms": int(options.get("probe_follow_after_ms", "900000")),
         # unresolved (references, dotted paths): picklable, resolved by _wire in each process
         "security": check_source_options(options),
     }
+
+
+def _read_mode(mode: str, start: str) -> str:
+    if mode not in ("probe", "full"):
+        raise ValueError(f"kafka source: read_mode must be probe or full, got {mode!r}")
+    if mode == "probe" and start != "lso":
+        raise ValueError(f"kafka source: read_mode = probe always starts at the LSO (it reads only what is open); "
+                         f"starting_offsets = {start!r} needs read_mode = full")
+    return mode
 
 
 _WIRES: dict[tuple, KafkaWire] = {}
@@ -171,6 +208,10 @@ class KafkaPartition(InputPartition):
         self.lagging = False  # planned short of its high watermark (max_offsets_per_trigger)
         self.txn_partition_count: int | None = None  # __transaction_state's partitions (Metadata)
         self.read_from_zero: bool | None = None  # reading began at offset 0 and the log start is 0
+        # probe mode: [producer id, new LSO] of transactions the LSO has passed since the last plan
+        self.closes: list[list[int]] = []
+        self.probe = False  # probe mode: a window after the LSO, not a continuation of earlier reads
+        self.note: str | None = None  # probe mode: why the window holds no transaction (a gap row)
 
 
 class KafkaGroup(InputPartition):
@@ -349,6 +390,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         seen: dict[str, list] = {}  # [high watermark, LSO, log start, leader] as planned
         lagging: list[str] = []  # data partitions planned short of their high watermark
         explicit = self._explicit()
+        probe = self.opts["read_mode"] == "probe"
+        probe_todo: list[tuple[str, int, str, Any]] = []
         for t, p in tps:
             o = offs.get((t, p))
             if o is None or o.deleted:
@@ -370,6 +413,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                 ids[t] = o.topic_id
             seen[k] = [o.high_watermark, o.lso if o.lso >= 0 else None, o.log_start if o.log_start >= 0 else None,
                        o.leader]
+            if probe and t != TXN_TOPIC:
+                probe_todo.append((t, p, k, o))
+                continue
             nxt = parts[k][0]
             end = o.high_watermark
             if self.opts["max_offsets"] and t != TXN_TOPIC and end - nxt > self.opts["max_offsets"]:
@@ -379,9 +425,144 @@ class KafkaStreamReader(DataSourceStreamReader):
         # per-partition clock: the clock always moves; rows of a lagging partition say so (and
         # the driver holds new verdicts on it back until it is read through the clock again)
         clock = max(start.get("clock", -1), now)
-        return {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
-                "starts": starts, "seen": seen,
-                "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
+        out = {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
+               "starts": starts, "seen": seen,
+               "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
+        if probe:
+            out.update(self._probe_plan(start, probe_todo, parts, seen, resets, was_down,
+                                        {_tp_key(*tp) for tp in tps}, lagging, now))
+        return out
+
+    def _probe_plan(self, start: dict, todo: list[tuple[str, int, str, Any]], parts: dict[str, list],
+                    seen: dict[str, list], resets: dict[str, Any], was_down: dict[str, Any],
+                    known: set[str], lagging: list[str], now: int) -> dict[str, Any]:
+        """Probe mode: what to read of each data partition this trigger (see the module docstring).
+
+        Offsets gain ``probe`` (per partition: the LSO last probed, the end of the window read
+        there, the producer id, first offset and first timestamp of the transaction found at it,
+        and ``follow``, the next offset while the partition is followed), ``reads`` (``[start,
+        end, window?, note?]`` ranges to read now), ``closes`` (``[producer id, new LSO]`` of probed
+        transactions the LSO has passed) and ``emit`` (partitions whose progress row is due: their
+        offsets changed, or they are read, closed, reset or back from an outage).
+        """
+        prev = start.get("probe", {})
+        prev_seen = start.get("seen", {})
+        memo = {k: m for k, m in prev.items() if k in known}  # unavailable ones keep theirs
+        reads: dict[str, list[Any]] = {}
+        closes: dict[str, list[list[int]]] = {}
+        emit: list[str] = []
+        need: list[tuple[str, int, str, int]] = []
+        follow_after = self.opts["probe_follow_after_ms"]
+        cap = self.opts["max_offsets"]
+
+        def follow(k: str, lo: int, hw: int, window: bool) -> None:
+            hi = min(hw, lo + cap) if cap else hw
+            if hi < hw:
+                lagging.append(k)
+            reads[k] = [lo, hi, window]
+            parts[k] = [hi, False]
+            memo[k] = {**memo.get(k, {}), "follow": hi}
+
+        for t, p, k, o in todo:
+            hw, ls = o.high_watermark, max(o.log_start, 0)
+            # LSO unknown (-1: a ListOffsets v0/v1 broker, < 0.11, which has no transactions)
+            lso = o.lso if 0 <= o.lso <= hw else hw
+            m = memo.pop(k, None)
+            if prev_seen.get(k) != seen.get(k) or k in was_down or k in resets:
+                emit.append(k)
+            if m is not None and m.get("pid") is not None and lso != m["lso"] and lso > max(m["first"], ls):
+                # The LSO is the first offset of the oldest open transaction (pinned at the log
+                # start when retention deleted it: UnifiedLog.updateFirstUnstableOffset), so an
+                # LSO above it proves the probed transaction is no longer open. (A followed
+                # partition's reads also give its marker; the state ignores whichever comes second.)
+                closes[k] = [[int(m["pid"]), int(lso)]]
+                m = {**m, "pid": None}  # closed once
+            if m is not None and k in resets:
+                m = None  # the log went backwards: start again from its LSO
+            if m is not None and m.get("follow") is not None:
+                if lso >= hw and m["follow"] >= hw:
+                    parts[k] = [hw, False]  # read through, nothing open: back to probing
+                else:
+                    memo[k] = m
+                    follow(k, max(m["follow"], ls), hw, False)
+                continue
+            if lso >= hw:
+                parts[k] = [hw, False]  # nothing open: nothing to read
+            elif m is not None and m["lso"] == lso and m.get("end") is not None:
+                memo[k] = m  # the same oldest open transaction as last time: nothing to fetch
+                if m.get("first_ts") is not None and now - m["first_ts"] >= follow_after:
+                    follow(k, lso, hw, True)
+            else:
+                need.append((t, p, k, lso))
+        hws = {k: o.high_watermark for _, _, k, o in todo}
+        for (_t, _p, k, lso), found in zip(need, self._probe_fetch([(t, p, lso) for t, p, _, lso in need]),
+                                           strict=True):
+            if found is None:  # no answer now: probed again next trigger
+                memo[k] = {"lso": lso, "end": None, "pid": None, "first": None, "first_ts": None}
+                continue
+            end, pid, first, first_ts, note = found
+            memo[k] = {"lso": lso, "end": end, "pid": pid, "first": first, "first_ts": first_ts}
+            if first_ts is not None and now - first_ts >= follow_after:
+                # old enough to become a finding: read everything from the LSO from now on, so
+                # every transaction open behind it is seen too (as the full read mode sees it)
+                follow(k, lso, hws[k], True)
+            else:
+                reads[k] = [lso, end, True] + ([note] if note else [])
+                parts[k] = [end, False]
+        for k in list(reads) + list(closes):
+            if k not in emit:
+                emit.append(k)
+        return {"probe": memo, "reads": reads, "closes": closes, "emit": emit}
+
+    def _probe_fetch(self, items: list[tuple[str, int, int]]) -> list[tuple[Any, ...] | None]:
+        """For each ``(topic, partition, lso)``: ``(end, producer id, first offset, first timestamp,
+        None)`` of the first transactional data batch at or after the LSO (``end`` = its last
+        offset + 1), or ``(lso + 1, None, None, None, note)`` when the bytes there hold none (the executor's read of
+        that offset reports what is there: a corrupt batch as a gap, else ``note``), or None when the
+        partition did not answer. One multi-partition Fetch per leader, ``probe_bytes`` per
+        partition; a partition whose first batch is larger is fetched alone with room for it."""
+        if not items:
+            return []
+        w = _wire(self.opts)
+        size = self.opts["probe_bytes"]
+        answers = w.fetch_many(items, size)
+        out: list[tuple[Any, ...] | None] = []
+        for t, p, lso in items:
+            res = answers.get((t, p))
+            data = res.records if res is not None else None
+            budget = size
+            while not _whole_batch(data) and budget < self.opts["fetch_max_bytes"]:
+                if data is not None and len(data) >= 12:  # a partial first batch: ask with room for it
+                    budget = max(budget * 2, 12 + int.from_bytes(data[8:12], "big", signed=True))
+                try:
+                    res = w.fetch(t, p, lso, min(budget, self.opts["fetch_max_bytes"]))
+                except KafkaWireError:
+                    res = None
+                if res is None or not res.ok:
+                    break
+                if not res.records:
+                    break  # nothing at the LSO (a new leader catching up): probed again next trigger
+                data = res.records
+                budget *= 2
+            if res is None or not res.ok or not data:
+                out.append(None)
+                continue
+            scan = scan_batches(data, validate_crc=False, source=f"{t}-{p}", allow_partial_tail=True)
+            cols = scan.columns
+            opening = np.flatnonzero((cols["last_offset"] >= lso) & cols["is_transactional"] & ~cols["is_control"])
+            if len(opening):
+                i = int(opening[0])
+                # first write: baseTimestamp, or maxTimestamp for LogAppendTime (detection.md §1)
+                out.append((int(cols["last_offset"][i]) + 1, int(cols["producer_id"][i]), int(cols["base_offset"][i]),
+                            int(cols["first_timestamp"][i]), None))
+            elif scan.errors:
+                out.append((lso + 1, None, None, None, None))  # the read of the LSO's batch reports the error
+            else:
+                out.append((lso + 1, None, None, None,
+                            f"probe: {t}-{p} has LSO {lso} below its high watermark {res.high_watermark} but no "
+                            f"transactional batch follows it in {len(data)} bytes; the transaction holding the LSO "
+                            f"is not identified (read_mode = full reads it)"))
+        return out
 
     def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, list],
                          ids: dict[str, str]) -> tuple[dict, dict]:
@@ -428,6 +609,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         clock = max(end.get("clock", -1), 0)
         resets = end.get("resets", {})
         unavail = end.get("unavail", {})
+        probe = "probe" in end
+        reads, closes, emit = end.get("reads", {}), end.get("closes", {}), set(end.get("emit", []))
         for k, (e, from_start) in end["parts"].items():
             t, p = k.split("\t")
             s = start.get("parts", {}).get(k)
@@ -437,6 +620,14 @@ class KafkaStreamReader(DataSourceStreamReader):
                                           unavailable=unavail[k]["error"]))
                 continue
             reset = resets.get(k)
+            if probe and t != TXN_TOPIC:
+                if k not in reads and k not in emit and k not in closes and reset is None:
+                    continue  # nothing changed there: no row at all (the driver keeps its last facts)
+                lo, hi, window, *note = reads[k] if k in reads else (e, e, False)
+                part = KafkaPartition(t, int(p), lo, hi, clock, False, reset)
+                part.probe, part.closes, part.note = window, closes.get(k, []), (note or [None])[0]
+                out.append(part)
+                continue
             if reset is not None:  # the log went backwards: resume where latestOffset decided
                 s_off = reset["restart"]
             # Every partition emits its progress row every micro-batch (high watermark, LSO, log
@@ -642,6 +833,12 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
             rows.append(gap_event(unavailable_reason(part.unavailable), topic=t, partition=p,
                                   first_offset=part.start if part.start >= 0 else None, **common))
             continue
+        if part.closes:
+            rows += [make_row("lso_passed", source="kafka", cluster=opts["cluster"], topic=t, partition=p,
+                              route_pid=pid, producer_id=pid, lso=lso, event_time=part.clock,
+                              source_position=f"{t}-{p}@LSO {lso}") for pid, lso in part.closes]
+        if part.note:
+            rows.append(gap_event(part.note, topic=t, partition=p, first_offset=part.start, **common))
         acc = _txn_replay(w, opts, part, common) if t == TXN_TOPIC else None
         if part.start >= part.end and part.reset is None and part.offsets is not None:
             rows.append(_idle_progress(part, common, acc))
@@ -719,6 +916,9 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
                                     progress_position=position)
     if part.lagging:
         out["lagging"] = pd.array([True] * len(out), dtype="boolean")
+    if part.probe:
+        # a window read from the LSO: rows say where it starts (the state knows what it skipped)
+        out.loc[out["kind"].isin(("data", "marker")), "lso"] = part.start
     return out if broker is not None else _without_progress(out)
 
 
