@@ -101,7 +101,7 @@ from streaming.partition_read import (
     txn_partition_events,
 )
 from streaming.sources.kafka_security import check_source_options, kafka_python_kwargs
-from streaming.sources.kafka_wire import KafkaUnavailable, KafkaWire, KafkaWireError
+from streaming.sources.kafka_wire import KafkaAuthorizationError, KafkaUnavailable, KafkaWire, KafkaWireError
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
@@ -536,8 +536,10 @@ class KafkaStreamReader(DataSourceStreamReader):
                     budget = max(budget * 2, 12 + int.from_bytes(data[8:12], "big", signed=True))
                 try:
                     res = w.fetch(t, p, lso, min(budget, self.opts["fetch_max_bytes"]))
+                except KafkaAuthorizationError:
+                    raise  # one clear error naming the missing ACL, as a full read gives
                 except KafkaWireError:
-                    res = None
+                    res = None  # not readable now: probed again next trigger
                 if res is None or not res.ok:
                     break
                 if not res.records:
