@@ -8,7 +8,9 @@ built on kafka-python 3.0.x's own networking and protocol layers, not on ``Kafka
   ``KafkaAdminClient`` uses): one IO thread per :class:`KafkaWire`, connection handling,
   ApiVersions negotiation, SASL/SSL, reconnect backoff, per-request timeouts;
 * the JSON-schema driven request/response classes of ``kafka.protocol`` (``MetadataRequest``,
-  ``ListOffsetsRequest``, ``FetchRequest``). kafka-python decodes the ``Records`` field of a
+  ``FetchRequest``); ListOffsets requests and answers are encoded/decoded here by hand, from the
+  same Kafka JSON schemas, because kafka-python's generic classes cost more than the rest of a
+  trigger's planning at thousands of partitions (see ``_ListOffsets``). kafka-python decodes the ``Records`` field of a
   Fetch response as plain bytes (schema type ``records`` -> ``Bytes``), so the bytes we return are
   exactly what the broker sent: the same layout as a ``.log`` segment (spec/kafka-formats.md
   §1-§3), including control batches (transaction markers) and transactional data of open or
@@ -101,6 +103,7 @@ import random
 import re
 import socket
 import ssl
+import struct
 import threading
 import time
 import weakref
@@ -113,7 +116,8 @@ import kafka.errors as Errors
 from kafka.cluster import collect_hosts
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest
 
 from streaming.sources.kafka_security import AUTHORIZATION_ERRORS, authorization_message, principal_of
@@ -123,6 +127,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "FETCH_MAX_VERSION",
     "FETCH_MIN_VERSION",
+    "LIST_OFFSETS_MAX_VERSION",
     "LIST_OFFSETS_MIN_VERSION",
     "METADATA_MIN_VERSION",
     "FetchResult",
@@ -145,6 +150,8 @@ FETCH_MIN_VERSION = 4
 FETCH_MAX_VERSION = 12
 #: ListOffsets v2: isolation_level (LATEST + READ_COMMITTED = LSO).
 LIST_OFFSETS_MIN_VERSION = 2
+#: The newest ListOffsets version :class:`_ListOffsets` encodes (kafka-python 3.0.12's newest).
+LIST_OFFSETS_MAX_VERSION = 11
 #: Metadata v1: is_internal flag (v4+: allow_auto_topic_creation honoured).
 METADATA_MIN_VERSION = 1
 
@@ -303,6 +310,198 @@ def _shutdown(net: NetworkSelector, manager: KafkaConnectionManager) -> None:
         net.close()
     except Exception:
         log.debug("KafkaWire: error stopping the IO loop", exc_info=True)
+
+
+# ---------------------------------------------------------------- ListOffsets, encoded by hand
+# Planning asks every leader for three offsets of thousands of partitions per trigger; kafka-python's
+# schema-driven classes build one object per partition to encode the request and another one per
+# partition to decode the answer, which at 10,000 partitions cost more than everything else of a
+# trigger's planning (bench/plan_profile.py). The layouts below are apache/kafka's
+# clients/src/main/resources/common/message/ListOffsetsRequest.json and ListOffsetsResponse.json
+# (v0-v10; kafka-python 3.0.12's copies add v11, KIP-1023, with no field change):
+#
+#   request   ReplicaId int32, IsolationLevel int8 (v2+),
+#             Topics [Name string, Partitions [PartitionIndex int32, CurrentLeaderEpoch int32 (v4+),
+#                     Timestamp int64]], TimeoutMs int32 (v10+)
+#   response  ThrottleTimeMs int32 (v2+),
+#             Topics [Name string, Partitions [PartitionIndex int32, ErrorCode int16,
+#                     Timestamp int64, Offset int64, LeaderEpoch int32 (v4+)]]
+#
+# "flexibleVersions": "6+": from v6 arrays and strings are compact (unsigned varint length + 1)
+# and every struct ends in a tagged-field section. Headers stay kafka-python's (request header v1/
+# v2, response header v0/v1). tests/test_kafka_list_offsets_codec.py compares both directions with
+# kafka-python's own encoder/decoder for every version from LIST_OFFSETS_MIN_VERSION to
+# LIST_OFFSETS_MAX_VERSION.
+
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_REQ_PARTITION = {2: struct.Struct(">iq"), 4: struct.Struct(">iiq"), 6: struct.Struct(">iiqb")}
+_RESP_PARTITION = {2: struct.Struct(">ihqq"), 4: struct.Struct(">ihqqi")}
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip_tags(buf: bytes, pos: int) -> int:
+    """Skip a tagged-field section (count, then tag + size + data per field)."""
+    count, pos = _read_uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        pos += size
+    return pos
+
+
+class _ListOffsetsAnswer:
+    """A decoded ListOffsets response: ``offsets`` maps (topic, partition) -> (error code, offset)."""
+
+    __slots__ = ("API_VERSION", "throttle_time_ms", "offsets")
+
+    def __init__(self, version: int, throttle_time_ms: int, offsets: dict[tuple[str, int], tuple[int, int]]):
+        self.API_VERSION = version
+        self.throttle_time_ms = throttle_time_ms
+        self.offsets = offsets
+
+    def __repr__(self) -> str:
+        return f"ListOffsetsResponse_v{self.API_VERSION}({len(self.offsets)} partitions)"
+
+    @staticmethod
+    def decode_body(buf: bytes, version: int) -> _ListOffsetsAnswer:
+        flexible = version >= 6
+        part = _RESP_PARTITION[4 if version >= 4 else 2]
+        unpack, size = part.unpack_from, part.size
+        pos = 0
+        throttle = 0
+        if version >= 2:
+            (throttle,) = _I32.unpack_from(buf, pos)
+            pos += 4
+        offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        if flexible:
+            n, pos = _read_uvarint(buf, pos)
+            n -= 1
+        else:
+            (n,) = _I32.unpack_from(buf, pos)
+            pos += 4
+        for _ in range(max(n, 0)):
+            if flexible:
+                ln, pos = _read_uvarint(buf, pos)
+                ln -= 1
+            else:
+                (ln,) = _I16.unpack_from(buf, pos)
+                pos += 2
+            if ln < 0:
+                raise ValueError("ListOffsets response with a null topic name")
+            name = buf[pos:pos + ln].decode()
+            pos += ln
+            if flexible:
+                m, pos = _read_uvarint(buf, pos)
+                m -= 1
+            else:
+                (m,) = _I32.unpack_from(buf, pos)
+                pos += 4
+            for _ in range(max(m, 0)):
+                fields = unpack(buf, pos)
+                pos += size
+                offsets[(name, fields[0])] = (fields[1], fields[3])
+                if flexible:
+                    pos = _skip_tags(buf, pos)
+            if flexible:
+                pos = _skip_tags(buf, pos)
+        if flexible:
+            pos = _skip_tags(buf, pos)
+        if pos != len(buf):
+            raise ValueError(f"ListOffsets v{version} response: {len(buf) - pos} bytes left over")
+        return _ListOffsetsAnswer(version, throttle, offsets)
+
+
+class _ListOffsetsDecoder:
+    """Stands in for kafka-python's response class of one request (``parse_header`` + ``decode``)."""
+
+    def __init__(self, version: int):
+        self.version = version
+
+    def parse_header(self, data):
+        return ListOffsetsResponse[self.version].parse_header(data)
+
+    def decode(self, data) -> _ListOffsetsAnswer:
+        buf = data.read() if hasattr(data, "read") else bytes(data)
+        try:
+            return _ListOffsetsAnswer.decode_body(buf, self.version)
+        except (IndexError, struct.error, UnicodeDecodeError) as exc:  # kafka-python's parser expects these
+            raise ValueError(f"corrupt ListOffsets v{self.version} response: {exc}") from exc
+
+
+class _ListOffsetsHeader(RequestHeader, init=False):
+    def get_response_class(self):
+        return _ListOffsetsDecoder(self.request_api_version)
+
+
+class _ListOffsets(ListOffsetsRequest, init=False):
+    """A ListOffsets request for many partitions with one timestamp, encoded by hand (see above).
+
+    kafka-python still negotiates the version (within LIST_OFFSETS_MIN/MAX_VERSION), frames it,
+    assigns the correlation id and matches the answer, which is decoded by
+    :class:`_ListOffsetsDecoder` into a :class:`_ListOffsetsAnswer`.
+    """
+
+    def __init__(self, by_topic: list[tuple[str, list[int]]], timestamp: int, isolation: int, timeout_ms: int):
+        super().__init__(replica_id=-1, isolation_level=isolation, topics=[], timeout_ms=timeout_ms,
+                         min_version=LIST_OFFSETS_MIN_VERSION, max_version=LIST_OFFSETS_MAX_VERSION)
+        self.wanted = by_topic
+        self.timestamp = timestamp
+
+    def with_header(self, correlation_id: int = 0, client_id: str = "kafka-python") -> None:
+        self._header = _ListOffsetsHeader(request_api_key=self.API_KEY, request_api_version=self.API_VERSION,
+                                          correlation_id=correlation_id, client_id=client_id)
+
+    def encode(self, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
+        if version is not None:
+            self.API_VERSION = version
+        v = self.API_VERSION
+        if v is None or not LIST_OFFSETS_MIN_VERSION <= v <= LIST_OFFSETS_MAX_VERSION:
+            raise ValueError(f"ListOffsets v{v} is not encoded here")
+        flexible = v >= 6
+        out: list[bytes] = []
+        if header:
+            out.append(self._header.encode(flexible=flexible))
+        out.append(struct.pack(">ib", self.replica_id, self.isolation_level))
+        pack = _REQ_PARTITION[6 if flexible else 4 if v >= 4 else 2].pack
+        ts = self.timestamp
+        out.append(_uvarint(len(self.wanted) + 1) if flexible else _I32.pack(len(self.wanted)))
+        for name, parts in self.wanted:
+            raw = name.encode()
+            out.append((_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw)
+            out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
+            if flexible:
+                out.extend([pack(p, -1, ts, 0) for p in parts])
+                out.append(b"\x00")
+            elif v >= 4:
+                out.extend([pack(p, -1, ts) for p in parts])
+            else:
+                out.extend([pack(p, ts) for p in parts])
+        if v >= 10:
+            out.append(_I32.pack(self.timeout_ms))
+        if flexible:
+            out.append(b"\x00")
+        body = b"".join(out)
+        return _I32.pack(len(body)) + body if framed else body
 
 
 class _Attempts:
@@ -912,8 +1111,7 @@ class KafkaWire:
                     except Exception as exc:
                         answers.append(exc)
                         continue
-                    answers.append({(t.name, p.partition_index): (p.error_code, p.offset)
-                                    for t in response.topics for p in t.partitions})
+                    answers.append(response.offsets)
                 failure = next((a for a in answers if isinstance(a, BaseException)), None)
                 if failure is not None:
                     if not _retriable_exception(failure):
@@ -966,17 +1164,7 @@ class KafkaWire:
         by_topic: dict[str, list[int]] = defaultdict(list)
         for t, p in tps:
             by_topic[t].append(p)
-        Topic = ListOffsetsRequest.ListOffsetsTopic
-        Partition = Topic.ListOffsetsPartition
-        return ListOffsetsRequest(
-            replica_id=-1,
-            isolation_level=isolation,
-            topics=[Topic(name=t, partitions=[Partition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
-                                              for p in ps])
-                    for t, ps in by_topic.items()],
-            timeout_ms=self._config["request_timeout_ms"],
-            min_version=LIST_OFFSETS_MIN_VERSION,
-        )
+        return _ListOffsets(list(by_topic.items()), timestamp, isolation, self._config["request_timeout_ms"])
 
     def _fetch_request(self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
                        min_bytes: int):
