@@ -97,6 +97,7 @@ when done.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import random
@@ -129,6 +130,7 @@ __all__ = [
     "FETCH_MIN_VERSION",
     "LIST_OFFSETS_MAX_VERSION",
     "LIST_OFFSETS_MIN_VERSION",
+    "METADATA_MAX_AGE_MS",
     "METADATA_MIN_VERSION",
     "FetchResult",
     "FetchStatus",
@@ -178,8 +180,12 @@ _UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNKNOWN_TOPIC_ID = 100
 
 # kafka-python connection settings a caller may pass through unchanged.
+# (metadata_max_age_ms is KafkaWire's own: kafka-python's cluster metadata keeps its default.)
 _PASSTHROUGH = frozenset(KafkaConnectionManager.DEFAULT_CONFIG) - {"bootstrap_servers", "metrics",
-                                                                     "metric_group_prefix"}
+                                                                     "metric_group_prefix", "metadata_max_age_ms"}
+
+#: The ``metadata_max_age_ms`` the streaming source uses by default (see :class:`KafkaWire`).
+METADATA_MAX_AGE_MS = 30_000
 
 
 def error_name(code: int) -> str:
@@ -520,6 +526,7 @@ class _Attempts:
     async def failed(self, error: BaseException | str, node: Any = None) -> None:
         """Record a retriable failure; back off, or raise KafkaUnavailable when out of retries."""
         self.count += 1
+        self.wire._metadata_suspect()
         await self._backoff(error, node, self.count, self.wire._config["retries"])
 
     async def throttled(self, throttle_time_ms: int, node: Any) -> None:
@@ -578,6 +585,31 @@ class KafkaWire:
         receive_message_max_bytes: largest accepted response frame (default 100 MB).
         deletion_confirmations: consecutive Metadata answers that must all lack a topic or
             partition before it is reported deleted (default 3; one stale broker cache is not enough).
+        metadata_max_age_ms: how long :meth:`partitions` may answer from the last Metadata
+            response instead of asking again. The constructor's default, 0, asks every time
+            (fresh topic ids on every call: what callers that compare topic ids per call, and
+            the tests written for that, expect); the streaming source's option of the same name
+            defaults to :data:`METADATA_MAX_AGE_MS`, 30 s. This is the Kafka clients'
+            ``metadata.max.age.ms`` ("The period of time in milliseconds after which we force a
+            refresh of metadata even if we haven't seen any partition leadership changes to
+            proactively discover any new brokers or partitions", apache/kafka
+            ``CommonClientConfigs.METADATA_MAX_AGE_DOC``; a ``KafkaConsumer`` with a pattern
+            subscription re-evaluates the pattern on each such refresh). Kafka's default is 5
+            minutes (``ConsumerConfig``/``AdminClientConfig``: ``5 * 60 * 1000``); 30 s is
+            recommended for the watchdog because it should notice a new topic or partition
+            (which may already hold a hanging transaction) within a small fraction of its alert
+            threshold (``[thresholds] max_timeout_ms``, 15 minutes by default), while a Metadata
+            answer for 10,000 partitions is then asked at most once per 30 s instead of on every
+            trigger. As in the Java clients, the cache is refreshed early, on
+            the next call, after anything that suggests it is out of date: any retriable
+            failure (leader errors, no leader, UNKNOWN_TOPIC_OR_PARTITION, connection failures),
+            every deletion confirmation (which always asks the brokers), and an offset answer
+            whose high watermark or log start went backwards (the topic may have been deleted and
+            created again: its topic id is then refreshed before the offsets are returned).
+            Partition leaders used for routing are always the newest known, whatever the age.
+            What the cache costs: a topic deleted and created again under the same name, whose
+            offsets did not go backwards, is told apart by its new topic id only at the next
+            refresh (at most ``metadata_max_age_ms`` later) - as a Java consumer would.
         **kafka_configs: any other ``kafka.net.KafkaConnectionManager`` setting
             (``ssl_context``, ``ssl_check_hostname``, ``sasl_oauth_token_provider``,
             ``proxy_url``, ``client_dns_lookup``, ``api_version``, ...).
@@ -591,7 +623,8 @@ class KafkaWire:
                  retry_backoff_ms: int = 200, retry_backoff_max_ms: int = 5000, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, socket_connection_setup_timeout_ms: int | None = None,
                  bootstrap_timeout_ms: int | None = None, receive_message_max_bytes: int = 100_000_000,
-                 deletion_confirmations: int = 3, **kafka_configs: Any):
+                 deletion_confirmations: int = 3, metadata_max_age_ms: int = 0,
+                 **kafka_configs: Any):
         unknown = set(kafka_configs) - _PASSTHROUGH
         if unknown:
             raise ValueError(f"unknown kafka-python connection settings: {sorted(unknown)}")
@@ -599,6 +632,8 @@ class KafkaWire:
             raise ValueError("retries must be >= 0")
         if deletion_confirmations < 1:
             raise ValueError("deletion_confirmations must be >= 1")
+        if metadata_max_age_ms < 0:
+            raise ValueError("metadata_max_age_ms must be >= 0")
         setup_ms = socket_connection_setup_timeout_ms or min(request_timeout_ms, 10000)
         if isinstance(bootstrap_servers, str):
             bootstrap_servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
@@ -629,6 +664,7 @@ class KafkaWire:
             "retry_backoff_max_ms": retry_backoff_max_ms,
             "bootstrap_timeout_ms": bootstrap_timeout_ms or request_timeout_ms,
             "deletion_confirmations": deletion_confirmations,
+            "metadata_max_age_ms": int(metadata_max_age_ms),
         }
         self._init_runtime()
 
@@ -643,6 +679,14 @@ class KafkaWire:
         self._leaders: dict[str, dict[int, int]] = {}
         # topic -> topic id (Metadata v10+), for telling a recreated topic from the same one
         self._topic_ids: dict[str, str] = {}
+        # discovery cache (metadata_max_age_ms): topic -> (is_internal, sorted partitions, monotonic
+        # time of the Metadata answer), when the last all-topics answer came, and since when
+        # everything older is suspect (a failure happened)
+        self._md_topics: dict[str, tuple[bool, list[int], float]] = {}
+        self._md_all_at: float | None = None
+        self._md_suspect_at = float("-inf")
+        # (log start, high watermark) last returned per partition, to notice offsets going backwards
+        self._last_offsets: dict[tuple[str, int], tuple[int, int]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_config": dict(self._config)}
@@ -787,7 +831,8 @@ class KafkaWire:
     # ------------------------------------------------------------------ public API
     def partitions(self, topics: Iterable[str] | None = None, pattern: str | None = None,
                    include_internal: bool = False) -> dict[str, list[int]]:
-        """Topic -> sorted partition ids, from a fresh Metadata request.
+        """Topic -> sorted partition ids, from a Metadata answer at most ``metadata_max_age_ms``
+        old and newer than the last failure (see the constructor), else from a new request.
 
         ``topics`` are always included when they exist, internal or not (so the caller can
         always ask for ``__transaction_state``). ``pattern`` is matched against the whole topic
@@ -916,7 +961,8 @@ class KafkaWire:
         return len(self._run(self._metadata_async, [], None).brokers)
 
     def refresh_metadata(self, topics: Iterable[str] | None = None) -> None:
-        """Refresh the cached partition leaders (all topics when ``topics`` is None)."""
+        """Refresh the cached partition leaders and the discovery cache (all topics when
+        ``topics`` is None) now, whatever their age."""
         self._run(self._metadata_async, list(topics) if topics is not None else None, None)
 
     # ------------------------------------------------------------------ internals (IO thread)
@@ -988,13 +1034,31 @@ class KafkaWire:
                 await attempts.failed("Metadata response without brokers", node)
                 continue
             self._manager.cluster.update_metadata(response)  # kafka-python routes node ids with it
-            self._apply_metadata(response)
+            self._apply_metadata(response, topics)
             return response
 
-    def _apply_metadata(self, response) -> None:
+    def _metadata_suspect(self) -> None:
+        """Something failed: the next :meth:`partitions` asks the brokers again."""
+        self._md_suspect_at = time.monotonic()
+
+    def _metadata_fresh(self, at: float | None, now: float) -> bool:
+        return at is not None and at > self._md_suspect_at and now - at < self._config["metadata_max_age_ms"] / 1000
+
+    def _apply_metadata(self, response, topics: list[str] | None = None) -> None:
+        now = time.monotonic()
+        if topics is None:  # an all-topics answer replaces the discovery cache
+            self._md_topics = {t.name: (bool(t.is_internal), sorted(p.partition_index for p in t.partitions), now)
+                               for t in response.topics if t.error_code == 0 and t.name is not None}
+            self._md_all_at = now
         for t in response.topics:
             if t.name is None:
                 continue
+            if topics is not None:
+                if t.error_code == 0:
+                    self._md_topics[t.name] = (bool(t.is_internal), sorted(p.partition_index for p in t.partitions),
+                                               now)
+                else:
+                    self._md_topics.pop(t.name, None)
             if t.error_code == 0:
                 self._leaders[t.name] = {p.partition_index: p.leader_id for p in t.partitions}
                 topic_id = getattr(t, "topic_id", None)
@@ -1011,18 +1075,22 @@ class KafkaWire:
         attempts = _Attempts(self, "partition discovery (Metadata)")
         regex = re.compile(pattern) if pattern is not None else None
         result: dict[str, list[int]] = {}
+        now = time.monotonic()
         if regex is not None or topics is None:
-            response = await self._metadata_async(None, attempts)
-            for t in response.topics:
-                if t.error_code or t.name is None:
+            if not self._metadata_fresh(self._md_all_at, now):
+                await self._metadata_async(None, attempts)  # replaces self._md_topics
+            for name, (internal, parts, _) in self._md_topics.items():
+                if internal and not include_internal:
                     continue
-                if t.is_internal and not include_internal:
+                if regex is not None and not regex.fullmatch(name):
                     continue
-                if regex is not None and not regex.fullmatch(t.name):
-                    continue
-                result[t.name] = sorted(p.partition_index for p in t.partitions)
+                result[name] = list(parts)
         if topics:
             names = list(dict.fromkeys(topics))
+            cached = [self._md_topics.get(n) for n in names]
+            if all(c is not None and self._metadata_fresh(c[2], now) for c in cached):
+                result.update({n: list(c[1]) for n, c in zip(names, cached, strict=True)})
+                return dict(sorted(result.items()))
             while True:
                 response = await self._metadata_async(names, attempts)
                 errors = self._topic_errors(response, set(names))
@@ -1060,6 +1128,7 @@ class KafkaWire:
         proof. Refreshes are spaced by the retry backoff and go to the least loaded broker.
         """
         cfg = self._config
+        self._metadata_suspect()
         for i in range(cfg["deletion_confirmations"]):
             if i:
                 delay = min(cfg["retry_backoff_ms"] * 2 ** (i - 1), cfg["retry_backoff_max_ms"]) / 1000
@@ -1145,6 +1214,8 @@ class KafkaWire:
                     raise KafkaWireError(f"ListOffsets for {tp[0]}-{tp[1]} at {self._node_desc(leader)} failed: "
                                          f"{error_name(code)}", error_code=code)
             pending = retry
+            if pending:
+                self._metadata_suspect()
             if pending and partial:
                 rounds += 1
                 if rounds >= _PARTIAL_ROUNDS:
@@ -1156,9 +1227,34 @@ class KafkaWire:
             elif pending:
                 await attempts.failed(last_error or "retriable error", last_node)
                 await self._metadata_async(sorted({t for t, _ in pending}), attempts)
+        await self._check_backwards(result, attempts)
         if partial:
             return {tp: result[tp] for tp in wanted if tp in result}, unavailable
         return {tp: result[tp] for tp in wanted}
+
+    async def _check_backwards(self, result: dict[tuple[str, int], PartitionOffsets], attempts: _Attempts) -> None:
+        """With the discovery cache on, topic ids may be up to ``metadata_max_age_ms`` old. A high
+        watermark or log start below what this client last returned means a truncation, a
+        lagging new leader, or a topic deleted and created again: the topic's metadata is asked
+        again before answering, so that the caller compares fresh topic ids."""
+        last = self._last_offsets
+        if self._config["metadata_max_age_ms"] > 0:
+            back = sorted({tp[0] for tp, o in result.items() if not o.deleted and tp in last
+                           and (o.high_watermark < last[tp][1] or o.log_start < last[tp][0])})
+            if back:
+                self._metadata_suspect()
+                try:
+                    await self._metadata_async(back, attempts)
+                except KafkaWireError as exc:  # offsets are still right; ids stay as they were
+                    log.warning("KafkaWire: metadata refresh after offsets went backwards failed: %s", exc)
+                for tp, o in list(result.items()):
+                    if tp[0] in back and not o.deleted:
+                        result[tp] = dataclasses.replace(o, topic_id=self._topic_ids.get(tp[0]))
+        for tp, o in result.items():
+            if o.deleted:
+                last.pop(tp, None)
+            else:
+                last[tp] = (o.log_start, o.high_watermark)
 
     def _list_offsets_request(self, tps: list[tuple[str, int]], timestamp: int, isolation: int):
         by_topic: dict[str, list[int]] = defaultdict(list)
