@@ -609,7 +609,7 @@ class _PartitionLog:
         log_start = segs[0].base_offset if segs else 0
         if self.log_start_override is not None:
             log_start = max(log_start, self.log_start_override)
-        stamp = (log_start, tuple((seg.base_offset, seg.stat_key) for seg in segs))
+        stamp = (log_start, [(seg.base_offset, seg.stat_key) for seg in segs])
         if self._derived is not None and self._derived[0] == stamp:
             # nothing changed on disk since the last answer: same derived facts
             log_end, open_txns, aborted = self._derived[1]

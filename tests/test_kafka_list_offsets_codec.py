@@ -86,3 +86,14 @@ def test_round_trip_over_a_socket_at_each_version(tmp_path, version):
         assert {r.version for r in broker.requests_for("list_offsets")} == {version}
     assert (offs[("orders", 1)].high_watermark, offs[("orders", 1)].lso) == (3, 0)
     assert (offs[("orders", 0)].high_watermark, offs[("orders", 0)].log_start) == (0, 0)
+
+
+def test_wire_skips_tagged_fields_it_does_not_know():
+    """v6+ answers may carry tagged fields (KIP-482) on any struct; they are skipped, not misread."""
+    import struct
+
+    part = struct.pack(">ihqqi", 3, 0, -1, 42, 0) + b"\x01\x07\x02xy"  # one tagged field: tag 7, 2 bytes
+    body = struct.pack(">i", 0) + b"\x02" + b"\x02a" + b"\x02" + part + b"\x01\x00\x01z" + b"\x00"
+    # topic tagged fields: one field (tag 0, 1 byte); top level: none
+    got = _ListOffsetsDecoder(7).decode(io.BytesIO(body))
+    assert got.offsets == {("a", 3): (0, 42)}

@@ -342,7 +342,9 @@ def _shutdown(net: NetworkSelector, manager: KafkaConnectionManager) -> None:
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _REQ_PARTITION = {2: struct.Struct(">iq"), 4: struct.Struct(">iiq"), 6: struct.Struct(">iiqb")}
-_RESP_PARTITION = {2: struct.Struct(">ihqq"), 4: struct.Struct(">ihqqi")}
+# v6+: the partition's tagged-field count (an unsigned varint, almost always the single byte 0)
+# is read with the fixed fields; anything else is skipped field by field
+_RESP_PARTITION = {2: struct.Struct(">ihqq"), 4: struct.Struct(">ihqqi"), 6: struct.Struct(">ihqqiB")}
 
 
 def _uvarint(n: int) -> bytes:
@@ -391,7 +393,7 @@ class _ListOffsetsAnswer:
     @staticmethod
     def decode_body(buf: bytes, version: int) -> _ListOffsetsAnswer:
         flexible = version >= 6
-        part = _RESP_PARTITION[4 if version >= 4 else 2]
+        part = _RESP_PARTITION[6 if flexible else 4 if version >= 4 else 2]
         unpack, size = part.unpack_from, part.size
         pos = 0
         throttle = 0
@@ -426,8 +428,8 @@ class _ListOffsetsAnswer:
                 fields = unpack(buf, pos)
                 pos += size
                 offsets[(name, fields[0])] = (fields[1], fields[3])
-                if flexible:
-                    pos = _skip_tags(buf, pos)
+                if flexible and fields[5]:  # tagged fields present: skip them properly
+                    pos = _skip_tags(buf, pos - 1)
             if flexible:
                 pos = _skip_tags(buf, pos)
         if flexible:
