@@ -8,7 +8,16 @@ transaction every ``--traffic-ms`` on a random partition) and ``--hanging`` hang
 ``queryPlanning`` + ``getBatch``), execution time (``addBatch``: read, state, sinks), requests the
 fake received by API, and the time to the first alert.
 
-    PYTHONPATH=. .venv/bin/python bench/live_scale.py --partitions 10000 --read-mode full
+``--read-mode both`` (the default) runs the job twice in this process, with the source option
+``read_mode=full`` and then ``read_mode=probe`` (each on a fresh log directory, fake cluster and
+checkpoint; the SparkSession is shared, after an unreported warm-up job of
+``--warmup-partitions`` partitions so that the first mode does not pay Spark's warm-up alone),
+and prints both tables side by side plus one summary
+line per mode: median trigger time over the batches after the first, median requests per
+trigger, time to the first alert. It says whether this checkout's source reads ``read_mode`` and
+``metadata_max_age_ms`` (a source that ignores ``read_mode`` reads ``probe`` like ``full``).
+
+    PYTHONPATH=. .venv/bin/python bench/live_scale.py --partitions 10000 --triggers 6
 
 The fake answers from Python on the same 2 cores as Spark: its time is part of what is measured.
 """
@@ -34,6 +43,7 @@ from streaming.alerts import AlertConfig
 from streaming.config import engine_config, load
 from streaming.pipeline import SinkSet, spark_session, start_query
 from streaming.simulate.encode import encode_batch
+from streaming.sources.kafka_wire import METADATA_MAX_AGE_MS
 from tests.kafka_fake_broker import FakeKafkaBroker, build_control_batch, segment_file_name
 
 PER_TOPIC = 100
@@ -74,14 +84,29 @@ def traffic(broker: FakeKafkaBroker, tps: list[tuple[str, int]], every_ms: int, 
                                                     timestamp_ms=now))
 
 
-def run(args: argparse.Namespace) -> dict:
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def _source_reads(option: str) -> bool:
+    """Whether this checkout's kafka source reads ``option`` (older ones ignore unknown options)."""
+    from streaming.sources.kafka import _options
+
+    opts = _options({"bootstrap_servers": "x:1", "topic_pattern": "t.*", option: "1"})
+    return option in opts
+
+
+def run(args: argparse.Namespace, spark, mode: str) -> dict:
+    """One measured run in read mode ``mode`` (its own log directory, fake cluster and checkpoint)."""
     tmp = Path(tempfile.mkdtemp(prefix="txnwatch-live-scale-"))
     now = int(time.time() * 1000)
     t0 = time.monotonic()
     stuck = build_root(tmp / "logs", args.partitions, args.txn_partitions, args.hanging, now)
-    print(f"[{args.read_mode}] built {args.partitions} data + {args.txn_partitions} coordinator partitions in "
-          f"{time.monotonic() - t0:.1f}s; hanging on {stuck}", flush=True)
-    spark = spark_session(master=args.master, conf={"spark.sql.shuffle.partitions": "2"})
+    print(f"[{mode}] built {args.partitions} data + {args.txn_partitions} coordinator partitions in "
+          f"{time.monotonic() - t0:.1f}s; hanging on {stuck}; load average {_load()}", flush=True)
     cfg = load(None, env={})
     cfg["cluster"] = "bench"
     stop = threading.Event()
@@ -104,7 +129,8 @@ def run(args: argparse.Namespace) -> dict:
 
         sinks = SinkSet(sinks=[lambda alerts: None], on_batch=[on_batch])
         opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": "t.*", "cluster": "bench",
-                "starting_offsets": "earliest"}
+                "starting_offsets": "earliest", "read_mode": mode,
+                "metadata_max_age_ms": str(args.metadata_max_age_ms)}
         started = time.monotonic()
         q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
                         AlertConfig("bench:9092"), sinks, str(tmp / "ck"), trigger={"processingTime": "0 seconds"})
@@ -127,28 +153,53 @@ def run(args: argparse.Namespace) -> dict:
             continue
         plan = d.get("latestOffset", 0) + d.get("queryPlanning", 0) + d.get("getBatch", 0)
         rows.append((p["batchId"], plan, d.get("addBatch", 0), d.get("triggerExecution", 0), b["by_api"], b["rows"]))
-    print(f"\n[{args.read_mode}] {args.partitions} data partitions over {args.brokers} brokers, "
-          f"{args.txn_partitions} coordinator partitions, master {args.master}")
-    print(f"{'batch':>5} {'plan ms':>8} {'exec ms':>8} {'trigger ms':>10} {'rows':>7}  requests (by API)")
-    for bid, plan, ex, trig, apis, nrows in rows:
-        total = sum(apis.values())
-        print(f"{bid:>5} {plan:>8} {ex:>8} {trig:>10} {nrows:>7}  {total:>4} "
-              + " ".join(f"{k}={v}" for k, v in sorted(apis.items())))
-    steady = rows[1:] or rows
-    summary = {
-        "mode": args.read_mode,
+    steady = rows[1:] or rows  # batch 0 carries Spark start-up and the first full read
+    return {
+        "mode": mode,
+        "rows": rows,
         "median_trigger_ms": statistics.median(r[3] for r in steady) if steady else None,
         "median_plan_ms": statistics.median(r[1] for r in steady) if steady else None,
         "median_exec_ms": statistics.median(r[2] for r in steady) if steady else None,
         "median_requests": statistics.median(sum(r[4].values()) for r in steady) if steady else None,
         "first_alert_s": (first_alert[0] - started) if first_alert else None,
+        "load_after": _load(),
     }
-    print(f"[{args.read_mode}] steady state (batches after the first): median trigger {summary['median_trigger_ms']} ms "
-          f"(planning {summary['median_plan_ms']} ms, execution {summary['median_exec_ms']} ms), "
-          f"median requests per trigger {summary['median_requests']}; first alert after "
-          f"{summary['first_alert_s'] and round(summary['first_alert_s'], 1)} s")
+
+
+_APIS = ("fetch", "list_offsets", "metadata", "api_versions")
+
+
+def _cell(row) -> str:
+    if row is None:
+        return f"{'':>6} {'':>6} {'':>7} {'':>6} {'':>4} {'':<15}"
+    _, plan, ex, trig, apis, nrows = row
+    other = sum(v for k, v in apis.items() if k not in _APIS)
+    by_api = "/".join(str(apis.get(k, 0)) for k in _APIS) + (f"+{other}" if other else "")
+    return f"{plan:>6} {ex:>6} {trig:>7} {nrows:>6} {sum(apis.values()):>4} {by_api:<15}"
+
+
+def report(args: argparse.Namespace, results: list[dict]) -> None:
+    print(f"\n{args.partitions} data partitions over {args.brokers} brokers, {args.txn_partitions} coordinator "
+          f"partitions, master {args.master}, metadata_max_age_ms={args.metadata_max_age_ms} "
+          f"({'read by' if _source_reads('metadata_max_age_ms') else 'NOT read by'} this kafka source), read_mode "
+          f"{'read by' if _source_reads('read_mode') else 'NOT read by (probe = full)'} this kafka source")
+    head = f"{'plan':>6} {'exec':>6} {'trigger':>7} {'rows':>6} {'reqs':>4} {'F/LO/Meta/ApiV':<15}"
+    print(f"{'':>5}  " + "  |  ".join(f"{r['mode'] + ' (ms)':^{len(head)}}" for r in results))
+    print(f"{'batch':>5}  " + "  |  ".join(head for _ in results))
+    by_mode = [{row[0]: row for row in r["rows"]} for r in results]
+    for bid in sorted({b for m in by_mode for b in m}):
+        print(f"{bid:>5}  " + "  |  ".join(_cell(m.get(bid)) for m in by_mode))
+    print("(ms; rows = events + progress rows of the batch; reqs = requests the fake received during the "
+          "batch, by API: Fetch / ListOffsets / Metadata / ApiVersions (+ others))")
+    for r in results:
+        alert = f"{r['first_alert_s']:.1f} s" if r["first_alert_s"] is not None else "none"
+        print(f"[{r['mode']}] steady state (batches after the first): median trigger {r['median_trigger_ms']} ms "
+              f"(planning {r['median_plan_ms']} ms, execution {r['median_exec_ms']} ms), median requests per "
+              f"trigger {r['median_requests']}, first alert after {alert}; load average after {r['load_after']}")
+    if len(results) > 1 and not _source_reads("read_mode"):
+        print("NOTE: this source ignores read_mode, so both runs read the same way: their difference is "
+              "run order, warm-up and the machine's load, not the read mode")
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    return summary
 
 
 def main() -> None:
@@ -160,8 +211,26 @@ def main() -> None:
     ap.add_argument("--traffic-ms", type=int, default=200)
     ap.add_argument("--triggers", type=int, default=8)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--read-mode", default="full", choices=["full"])
-    run(ap.parse_args())
+    ap.add_argument("--read-mode", default="both", choices=["both", "full", "probe"],
+                    help="source option read_mode; both: full, then probe, in this process")
+    ap.add_argument("--metadata-max-age-ms", type=int, default=METADATA_MAX_AGE_MS,
+                    help="source option metadata_max_age_ms (KafkaWire's discovery cache)")
+    ap.add_argument("--warmup-partitions", type=int, default=300,
+                    help="first run an unreported job this size (full mode, 3 triggers), so that the "
+                         "first measured mode does not pay the JVM's and Python workers' warm-up alone "
+                         "(0: no warm-up)")
+    args = ap.parse_args()
+    modes = ["full", "probe"] if args.read_mode == "both" else [args.read_mode]
+    print(f"load average before: {_load()}", flush=True)
+    spark = spark_session(master=args.master, conf={"spark.sql.shuffle.partitions": "2"})
+    if args.warmup_partitions > 0:
+        small = argparse.Namespace(**{**vars(args), "partitions": args.warmup_partitions, "triggers": 3,
+                                      "hanging": min(args.hanging, args.warmup_partitions)})
+        w = run(small, spark, "full")
+        print(f"[warm-up] {args.warmup_partitions} partitions: median trigger {w['median_trigger_ms']} ms "
+              f"(not reported below)", flush=True)
+    results = [run(args, spark, mode) for mode in modes]
+    report(args, results)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 ``FakeKafkaBroker`` is a small threaded TCP server on 127.0.0.1 that speaks the real Kafka wire
 protocol. Requests are decoded and responses encoded with kafka-python's own protocol classes
 (``kafka.protocol.*``, JSON-schema driven, so every version in the advertised ranges is encoded
-exactly like kafka-python/Kafka expect). The data it serves is a broker-shaped log directory::
+exactly like kafka-python/Kafka expect); only ListOffsets answers v1+ are encoded by hand
+(:class:`_ListOffsetsAnswer`, checked byte for byte against kafka-python's encoder). The data it serves is a broker-shaped log directory::
 
     <root>/<topic>-<partition>/<20-digit base offset>.log
 
@@ -151,6 +152,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import struct
 import threading
 import time
@@ -332,6 +334,10 @@ _ATTR_COMPRESSION = 0x07
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 
+# a directory listing is reused only when the directory's mtime is this much older than the
+# listing (file timestamps use a coarse clock; see _PartitionLog.load)
+_LISTING_RACY_NS = 100_000_000
+
 _UUID_NS = uuid.UUID("5d1f6c1e-7c57-4a52-9c6b-2f1b8a7f0a11")
 
 
@@ -481,9 +487,12 @@ class _Segment:
     data: bytes = b""
     batches: list[BatchInfo] = field(default_factory=list)
     valid_end: int = 0
+    spath: str = ""  # str(path): os.stat on a str is much cheaper than Path.stat
 
     def load(self, entry: os.DirEntry | None = None) -> None:
-        st = entry.stat() if entry is not None else self.path.stat()
+        if not self.spath:
+            self.spath = str(self.path)
+        st = entry.stat() if entry is not None else os.stat(self.spath)
         key = (st.st_size, st.st_mtime_ns)
         if key == self.stat_key:
             return
@@ -520,14 +529,56 @@ class _PartitionLog:
         self.segments: dict[str, _Segment] = {}
         self.log_start_override: int | None = None
         self._derived: tuple[tuple, tuple] | None = None  # (segment stat keys, derived facts)
+        # (directory stat key, segments sorted by base offset) of the last directory listing, kept
+        # only while the directory is unchanged (see load)
+        self._listing: tuple[tuple[int, int, int], list[_Segment]] | None = None
+        # (request serial, os.stat_result) of the directory, taken by FakeKafkaBroker._plog for
+        # the request being answered, so that load() need not stat the directory again
+        self.dir_stat: tuple[int, os.stat_result] | None = None
 
-    def load(self) -> list[_Segment]:
-        """The partition's segments, re-stat'ed now (re-read when size or mtime changed)."""
+    def forget(self) -> None:
+        """Drop cached segment contents and the cached directory listing."""
+        self.segments.clear()
+        self._listing = None
+        self._derived = None
+
+    def load(self, serial: int | None = None) -> list[_Segment]:
+        """The partition's segments, re-stat'ed now (re-read when size or mtime changed).
+
+        The directory is listed again only when its stat (mtime, inode, size) changed since the
+        last listing: creating, deleting or renaming a segment file changes the directory's mtime.
+        File timestamps come from a coarse clock (one tick can be several ms), so a listing is
+        only reused when the directory's mtime is well before the moment it was listed (a change
+        in the same tick as the listing would not move the mtime): the "racy git" rule. Every
+        segment file is still stat'ed on every call.
+        """
+        ds = self.dir_stat
+        self.dir_stat = None
+        st = ds[1] if ds is not None and serial is not None and ds[0] == serial else None
+        if st is None:
+            try:
+                st = os.stat(self.dir)
+            except FileNotFoundError:
+                st = None
+        if st is not None and self._listing is not None and self._listing[0] == (st.st_mtime_ns, st.st_ino,
+                                                                                  st.st_size):
+            segs = self._listing[1]
+            try:
+                for seg in segs:
+                    seg.load()
+                return list(segs)
+            except FileNotFoundError:
+                pass  # a segment vanished without the directory mtime moving: list again
+        return self._list()
+
+    def _list(self) -> list[_Segment]:
         found: dict[str, _Segment] = {}
+        listed_ns = time.time_ns()
         try:
+            st = os.stat(self.dir)
             entries = list(os.scandir(self.dir))
         except FileNotFoundError:
-            entries = []
+            st, entries = None, []
         for entry in entries:
             if not entry.name.endswith(".log"):
                 continue
@@ -536,28 +587,33 @@ class _PartitionLog:
                 m = _SEGMENT_RE.match(entry.name)
                 if not m or not entry.is_file():
                     continue
-                seg = _Segment(int(m.group(1)), Path(entry.path))
+                seg = _Segment(int(m.group(1)), Path(entry.path), spath=entry.path)
             try:
                 seg.load(entry)
             except FileNotFoundError:
                 continue
             found[entry.path] = seg
         self.segments = found
-        return sorted(found.values(), key=lambda s: s.base_offset)
+        segs = sorted(found.values(), key=lambda s: s.base_offset)
+        if st is not None and st.st_mtime_ns < listed_ns - _LISTING_RACY_NS:
+            self._listing = ((st.st_mtime_ns, st.st_ino, st.st_size), segs)
+        else:
+            self._listing = None
+        return list(segs)
 
-    def state(self, leader: int, leader_epoch: int) -> tuple[PartitionState, list[_Segment]]:
-        segs = self.load()
+    def facts(self, serial: int | None = None) -> tuple[int, int, dict[int, int], list[tuple[int, int, int]],
+                                                        list[_Segment]]:
+        """(log start, log end, open transactions, aborted transactions, segments), derived
+        from the segments as they are now; the dict and list are shared: do not modify them."""
+        segs = self.load(serial)
         log_start = segs[0].base_offset if segs else 0
         if self.log_start_override is not None:
             log_start = max(log_start, self.log_start_override)
-        stamp = (log_start, tuple((seg.base_offset, seg.stat_key) for seg in segs))
+        stamp = (log_start, [(seg.base_offset, seg.stat_key) for seg in segs])
         if self._derived is not None and self._derived[0] == stamp:
             # nothing changed on disk since the last answer: same derived facts
             log_end, open_txns, aborted = self._derived[1]
-            hw = log_end
-            lso = min([hw, *open_txns.values()])
-            return PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), list(aborted),
-                                  leader, leader_epoch, [s.base_offset for s in segs], log_end), segs
+            return log_start, log_end, open_txns, aborted, segs
         log_end = log_start
         for seg in segs:
             log_end = max(log_end, seg.base_offset)
@@ -577,10 +633,15 @@ class _PartitionLog:
                         aborted.append((b.producer_id, first, b.base_offset))
                 elif b.producer_id not in open_txns:
                     open_txns[b.producer_id] = b.base_offset
-        self._derived = (stamp, (log_end, dict(open_txns), list(aborted)))
+        self._derived = (stamp, (log_end, open_txns, aborted))
+        return log_start, log_end, open_txns, aborted, segs
+
+    def state(self, leader: int, leader_epoch: int, serial: int | None = None) -> tuple[PartitionState,
+                                                                                        list[_Segment]]:
+        log_start, log_end, open_txns, aborted, segs = self.facts(serial)
         hw = log_end
-        lso = min([hw, *open_txns.values()])
-        st = PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), aborted,
+        lso = min(hw, *open_txns.values()) if open_txns else hw
+        st = PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), list(aborted),
                             leader, leader_epoch, [s.base_offset for s in segs], log_end)
         return st, segs
 
@@ -811,6 +872,80 @@ def _hard_close(conn: socket.socket) -> None:
         conn.close()
 
 
+class _ListOffsetsAnswer:
+    """A ListOffsets response encoded by hand: kafka-python's generic encoder builds one object per
+    partition, which costs more than the lookup itself when a benchmark asks about 10,000
+    partitions per trigger (bench/live_scale.py). Layout from apache/kafka
+    ``clients/src/main/resources/common/message/ListOffsetsResponse.json`` (v1-v10; kafka-python
+    3.0.12's copy adds v11, KIP-1023, with the same fields): ThrottleTimeMs int32 (v2+), Topics
+    [Name string, Partitions [PartitionIndex int32, ErrorCode int16, Timestamp int64, Offset
+    int64, LeaderEpoch int32 (v4+)]]; v6+ are flexible versions (compact arrays and strings,
+    empty tagged-field sections, response header v1). v0 (OldStyleOffsets) goes through
+    kafka-python's ``ListOffsetsResponse`` as before. tests/test_kafka_list_offsets_codec.py checks the
+    bytes against kafka-python's encoder for every version.
+    """
+
+    _PARTITION = {4: struct.Struct(">ihqqi"), 6: struct.Struct(">ihqqib"), 1: struct.Struct(">ihqq")}
+
+    def __init__(self, version: int, topics: list[tuple[str, list[tuple[int, int, int, int, int]]]]):
+        self.version = version
+        self.topics = topics
+        self.correlation_id = 0
+
+    def with_header(self, correlation_id: int) -> None:
+        self.correlation_id = correlation_id
+
+    def _kafka_python(self):
+        R = ListOffsetsResponse.ListOffsetsTopicResponse
+        resp = ListOffsetsResponse(version=self.version, throttle_time_ms=0, topics=[
+            R(name=name, partitions=[R.ListOffsetsPartitionResponse(
+                partition_index=i, error_code=code, old_style_offsets=[], timestamp=ts, offset=off,
+                leader_epoch=epoch) for i, code, ts, off, epoch in parts]) for name, parts in self.topics])
+        resp.with_header(correlation_id=self.correlation_id)
+        return resp
+
+    def encode(self, header: bool = True, framed: bool = True) -> bytes:
+        v = self.version
+        if v < 1:
+            return self._kafka_python().encode(header=header, framed=framed)
+        flexible = v >= 6
+        out: list[bytes] = []
+        if header:
+            out.append(struct.pack(">i", self.correlation_id) + (b"\x00" if flexible else b""))
+        if v >= 2:
+            out.append(struct.pack(">i", 0))  # throttle_time_ms
+        pack = self._PARTITION[6 if flexible else 4 if v >= 4 else 1].pack
+        out.append(_array_len(len(self.topics), flexible))
+        for name, parts in self.topics:
+            raw = name.encode()
+            out.append((_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw)
+            out.append(_array_len(len(parts), flexible))
+            if flexible:
+                out.extend([pack(i, code, ts, off, epoch, 0) for i, code, ts, off, epoch in parts])
+                out.append(b"\x00")  # topic tagged fields
+            elif v >= 4:
+                out.extend([pack(i, code, ts, off, epoch) for i, code, ts, off, epoch in parts])
+            else:
+                out.extend([pack(i, code, ts, off) for i, code, ts, off, _ in parts])
+        if flexible:
+            out.append(b"\x00")  # top-level tagged fields
+        body = b"".join(out)
+        return struct.pack(">i", len(body)) + body if framed else body
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _array_len(n: int, compact: bool) -> bytes:
+    return _uvarint(n + 1) if compact else struct.pack(">i", n)
+
+
 class FakeKafkaBroker:
     """A fake Kafka cluster (``num_nodes`` brokers in one process) serving a log directory.
 
@@ -896,6 +1031,7 @@ class FakeKafkaBroker:
         self._persistent_faults: dict[tuple[str, int], int] = {}  # (t, p) -> error code until healed
         self._offline_home: dict[tuple[str, int], int] = {}  # offline partition -> node it returns to
         self.requests: list[RequestRecord] = []
+        self._serial = 0  # requests answered so far (see _PartitionLog.dir_stat)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> FakeKafkaBroker:
@@ -955,7 +1091,7 @@ class FakeKafkaBroker:
         """Forget cached segment contents (files are also re-stat'ed on every request)."""
         with self._lock:
             for plog in self._partitions.values():
-                plog.segments.clear()
+                plog.forget()
 
     def _scan(self) -> dict[str, list[int]]:
         topics: dict[str, list[int]] = collections.defaultdict(list)
@@ -994,10 +1130,16 @@ class FakeKafkaBroker:
     def _plog(self, topic: str, partition: int) -> _PartitionLog | None:
         key = (topic, partition)
         plog = self._partitions.get(key)
-        if plog is None or not os.path.isdir(plog.dir):
-            self._scan()
-            plog = self._partitions.get(key)
-        return plog
+        if plog is not None:
+            try:
+                st = os.stat(plog.dir)
+            except OSError:
+                st = None
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                plog.dir_stat = (self._serial, st)  # for this request's plog.load (one stat, not two)
+                return plog
+        self._scan()
+        return self._partitions.get(key)
 
     def partition_state(self, topic: str, partition: int) -> PartitionState:
         """Log start / high watermark / LSO / open transactions the fake reports for a partition."""
@@ -1078,7 +1220,7 @@ class FakeKafkaBroker:
                 cut = next((b.position for b in seg.batches if b.last_offset >= offset), seg.valid_end)
                 with open(seg.path, "r+b") as f:
                     f.truncate(cut)
-            plog.segments.clear()
+            plog.forget()
             self._leader_epochs[(topic, partition)] += 1
 
     def lag_high_watermark(self, topic: str, partition: int, high_watermark: int, requests: int = -1) -> None:
@@ -1148,7 +1290,7 @@ class FakeKafkaBroker:
     def _state(self, plog: _PartitionLog, topic: str, partition: int, *, answer: bool = False) -> tuple[
             PartitionState, list[_Segment]]:
         """Partition state as the leader reports it, with a lagging high watermark applied."""
-        st, segs = plog.state(self._leader(topic, partition), self._leader_epochs[(topic, partition)])
+        st, segs = plog.state(self._leader(topic, partition), self._leader_epochs[(topic, partition)], self._serial)
         lag = self._hw_lag.get((topic, partition))
         if lag is not None:
             hw = min(lag[0], st.high_watermark)
@@ -1381,6 +1523,7 @@ class FakeKafkaBroker:
             return _STALL
         handler = getattr(self, f"_on_{api}")
         with self._lock:
+            self._serial += 1
             response = handler(node, request, api_version)
         if response is None:
             return None
@@ -1485,21 +1628,37 @@ class FakeKafkaBroker:
 
     def _on_list_offsets(self, node, request, version):
         isolation = request.isolation_level if version >= 2 else 0
+        epochs = self._leader_epochs
+        lagging = self._hw_lag
+        serial = self._serial
         topics_out = []
         for t in request.topics:
+            name = t.name
             parts_out = []
             for p in t.partitions:
+                index = p.partition_index
                 cle = p.current_leader_epoch if version >= 4 else -1
-                code, plog = self._partition_check(node, t.name, p.partition_index, "list_offsets", cle)
+                code, plog = self._partition_check(node, name, index, "list_offsets", cle)
                 offset, ts = -1, -1
                 if code == NONE:
-                    st, segs = self._state(plog, t.name, p.partition_index, answer=True)
-                    offset, ts = self._lookup_offset(st, segs, p.timestamp, isolation)
-                parts_out.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=code, old_style_offsets=[], timestamp=ts,
-                    offset=offset, leader_epoch=self._leader_epochs[(t.name, p.partition_index)]))
-            topics_out.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=parts_out))
-        return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics_out)
+                    spec = p.timestamp
+                    if spec in (-1, -2, -4) and (name, index) not in lagging:
+                        # LATEST/EARLIEST(_LOCAL): what _lookup_offset answers from the full
+                        # PartitionState (high watermark = log end; LSO = oldest open transaction's
+                        # first offset, else the high watermark), without building it
+                        log_start, log_end, open_txns, _, _ = plog.facts(serial)
+                        if spec != -1:
+                            offset = log_start
+                        elif isolation == 1 and open_txns:
+                            offset = min(log_end, *open_txns.values())
+                        else:
+                            offset = log_end
+                    else:
+                        st, segs = self._state(plog, name, index, answer=True)
+                        offset, ts = self._lookup_offset(st, segs, spec, isolation)
+                parts_out.append((index, code, ts, offset, epochs[(name, index)]))
+            topics_out.append((name, parts_out))
+        return _ListOffsetsAnswer(version, topics_out)
 
     @staticmethod
     def _lookup_offset(st: PartitionState, segs: list[_Segment], spec: int, isolation: int) -> tuple[int, int]:

@@ -8,7 +8,9 @@ built on kafka-python 3.0.x's own networking and protocol layers, not on ``Kafka
   ``KafkaAdminClient`` uses): one IO thread per :class:`KafkaWire`, connection handling,
   ApiVersions negotiation, SASL/SSL, reconnect backoff, per-request timeouts;
 * the JSON-schema driven request/response classes of ``kafka.protocol`` (``MetadataRequest``,
-  ``ListOffsetsRequest``, ``FetchRequest``). kafka-python decodes the ``Records`` field of a
+  ``FetchRequest``); ListOffsets requests and answers are encoded/decoded here by hand, from the
+  same Kafka JSON schemas, because kafka-python's generic classes cost more than the rest of a
+  trigger's planning at thousands of partitions (see ``_ListOffsets``). kafka-python decodes the ``Records`` field of a
   Fetch response as plain bytes (schema type ``records`` -> ``Bytes``), so the bytes we return are
   exactly what the broker sent: the same layout as a ``.log`` segment (spec/kafka-formats.md
   §1-§3), including control batches (transaction markers) and transactional data of open or
@@ -95,12 +97,14 @@ when done.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import random
 import re
 import socket
 import ssl
+import struct
 import threading
 import time
 import weakref
@@ -113,7 +117,8 @@ import kafka.errors as Errors
 from kafka.cluster import collect_hosts
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest
 
 from streaming.sources.kafka_security import AUTHORIZATION_ERRORS, authorization_message, principal_of
@@ -123,7 +128,9 @@ log = logging.getLogger(__name__)
 __all__ = [
     "FETCH_MAX_VERSION",
     "FETCH_MIN_VERSION",
+    "LIST_OFFSETS_MAX_VERSION",
     "LIST_OFFSETS_MIN_VERSION",
+    "METADATA_MAX_AGE_MS",
     "METADATA_MIN_VERSION",
     "FetchResult",
     "FetchStatus",
@@ -145,6 +152,8 @@ FETCH_MIN_VERSION = 4
 FETCH_MAX_VERSION = 12
 #: ListOffsets v2: isolation_level (LATEST + READ_COMMITTED = LSO).
 LIST_OFFSETS_MIN_VERSION = 2
+#: The newest ListOffsets version :class:`_ListOffsets` encodes (kafka-python 3.0.12's newest).
+LIST_OFFSETS_MAX_VERSION = 11
 #: Metadata v1: is_internal flag (v4+: allow_auto_topic_creation honoured).
 METADATA_MIN_VERSION = 1
 
@@ -171,8 +180,12 @@ _UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNKNOWN_TOPIC_ID = 100
 
 # kafka-python connection settings a caller may pass through unchanged.
+# (metadata_max_age_ms is KafkaWire's own: kafka-python's cluster metadata keeps its default.)
 _PASSTHROUGH = frozenset(KafkaConnectionManager.DEFAULT_CONFIG) - {"bootstrap_servers", "metrics",
-                                                                     "metric_group_prefix"}
+                                                                     "metric_group_prefix", "metadata_max_age_ms"}
+
+#: The ``metadata_max_age_ms`` the streaming source uses by default (see :class:`KafkaWire`).
+METADATA_MAX_AGE_MS = 30_000
 
 
 def error_name(code: int) -> str:
@@ -305,6 +318,200 @@ def _shutdown(net: NetworkSelector, manager: KafkaConnectionManager) -> None:
         log.debug("KafkaWire: error stopping the IO loop", exc_info=True)
 
 
+# ---------------------------------------------------------------- ListOffsets, encoded by hand
+# Planning asks every leader for three offsets of thousands of partitions per trigger; kafka-python's
+# schema-driven classes build one object per partition to encode the request and another one per
+# partition to decode the answer, which at 10,000 partitions cost more than everything else of a
+# trigger's planning (bench/plan_profile.py). The layouts below are apache/kafka's
+# clients/src/main/resources/common/message/ListOffsetsRequest.json and ListOffsetsResponse.json
+# (v0-v10; kafka-python 3.0.12's copies add v11, KIP-1023, with no field change):
+#
+#   request   ReplicaId int32, IsolationLevel int8 (v2+),
+#             Topics [Name string, Partitions [PartitionIndex int32, CurrentLeaderEpoch int32 (v4+),
+#                     Timestamp int64]], TimeoutMs int32 (v10+)
+#   response  ThrottleTimeMs int32 (v2+),
+#             Topics [Name string, Partitions [PartitionIndex int32, ErrorCode int16,
+#                     Timestamp int64, Offset int64, LeaderEpoch int32 (v4+)]]
+#
+# "flexibleVersions": "6+": from v6 arrays and strings are compact (unsigned varint length + 1)
+# and every struct ends in a tagged-field section. Headers stay kafka-python's (request header v1/
+# v2, response header v0/v1). tests/test_kafka_list_offsets_codec.py compares both directions with
+# kafka-python's own encoder/decoder for every version from LIST_OFFSETS_MIN_VERSION to
+# LIST_OFFSETS_MAX_VERSION.
+
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_REQ_PARTITION = {2: struct.Struct(">iq"), 4: struct.Struct(">iiq"), 6: struct.Struct(">iiqb")}
+# v6+: the partition's tagged-field count (an unsigned varint, almost always the single byte 0)
+# is read with the fixed fields; anything else is skipped field by field
+_RESP_PARTITION = {2: struct.Struct(">ihqq"), 4: struct.Struct(">ihqqi"), 6: struct.Struct(">ihqqiB")}
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip_tags(buf: bytes, pos: int) -> int:
+    """Skip a tagged-field section (count, then tag + size + data per field)."""
+    count, pos = _read_uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        pos += size
+    return pos
+
+
+class _ListOffsetsAnswer:
+    """A decoded ListOffsets response: ``offsets`` maps (topic, partition) -> (error code, offset)."""
+
+    __slots__ = ("API_VERSION", "throttle_time_ms", "offsets")
+
+    def __init__(self, version: int, throttle_time_ms: int, offsets: dict[tuple[str, int], tuple[int, int]]):
+        self.API_VERSION = version
+        self.throttle_time_ms = throttle_time_ms
+        self.offsets = offsets
+
+    def __repr__(self) -> str:
+        return f"ListOffsetsResponse_v{self.API_VERSION}({len(self.offsets)} partitions)"
+
+    @staticmethod
+    def decode_body(buf: bytes, version: int) -> _ListOffsetsAnswer:
+        flexible = version >= 6
+        part = _RESP_PARTITION[6 if flexible else 4 if version >= 4 else 2]
+        unpack, size = part.unpack_from, part.size
+        pos = 0
+        throttle = 0
+        if version >= 2:
+            (throttle,) = _I32.unpack_from(buf, pos)
+            pos += 4
+        offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        if flexible:
+            n, pos = _read_uvarint(buf, pos)
+            n -= 1
+        else:
+            (n,) = _I32.unpack_from(buf, pos)
+            pos += 4
+        for _ in range(max(n, 0)):
+            if flexible:
+                ln, pos = _read_uvarint(buf, pos)
+                ln -= 1
+            else:
+                (ln,) = _I16.unpack_from(buf, pos)
+                pos += 2
+            if ln < 0:
+                raise ValueError("ListOffsets response with a null topic name")
+            name = buf[pos:pos + ln].decode()
+            pos += ln
+            if flexible:
+                m, pos = _read_uvarint(buf, pos)
+                m -= 1
+            else:
+                (m,) = _I32.unpack_from(buf, pos)
+                pos += 4
+            for _ in range(max(m, 0)):
+                fields = unpack(buf, pos)
+                pos += size
+                offsets[(name, fields[0])] = (fields[1], fields[3])
+                if flexible and fields[5]:  # tagged fields present: skip them properly
+                    pos = _skip_tags(buf, pos - 1)
+            if flexible:
+                pos = _skip_tags(buf, pos)
+        if flexible:
+            pos = _skip_tags(buf, pos)
+        if pos != len(buf):
+            raise ValueError(f"ListOffsets v{version} response: {len(buf) - pos} bytes left over")
+        return _ListOffsetsAnswer(version, throttle, offsets)
+
+
+class _ListOffsetsDecoder:
+    """Stands in for kafka-python's response class of one request (``parse_header`` + ``decode``)."""
+
+    def __init__(self, version: int):
+        self.version = version
+
+    def parse_header(self, data):
+        return ListOffsetsResponse[self.version].parse_header(data)
+
+    def decode(self, data) -> _ListOffsetsAnswer:
+        buf = data.read() if hasattr(data, "read") else bytes(data)
+        try:
+            return _ListOffsetsAnswer.decode_body(buf, self.version)
+        except (IndexError, struct.error, UnicodeDecodeError) as exc:  # kafka-python's parser expects these
+            raise ValueError(f"corrupt ListOffsets v{self.version} response: {exc}") from exc
+
+
+class _ListOffsetsHeader(RequestHeader, init=False):
+    def get_response_class(self):
+        return _ListOffsetsDecoder(self.request_api_version)
+
+
+class _ListOffsets(ListOffsetsRequest, init=False):
+    """A ListOffsets request for many partitions with one timestamp, encoded by hand (see above).
+
+    kafka-python still negotiates the version (within LIST_OFFSETS_MIN/MAX_VERSION), frames it,
+    assigns the correlation id and matches the answer, which is decoded by
+    :class:`_ListOffsetsDecoder` into a :class:`_ListOffsetsAnswer`.
+    """
+
+    def __init__(self, by_topic: list[tuple[str, list[int]]], timestamp: int, isolation: int, timeout_ms: int):
+        super().__init__(replica_id=-1, isolation_level=isolation, topics=[], timeout_ms=timeout_ms,
+                         min_version=LIST_OFFSETS_MIN_VERSION, max_version=LIST_OFFSETS_MAX_VERSION)
+        self.wanted = by_topic
+        self.timestamp = timestamp
+
+    def with_header(self, correlation_id: int = 0, client_id: str = "kafka-python") -> None:
+        self._header = _ListOffsetsHeader(request_api_key=self.API_KEY, request_api_version=self.API_VERSION,
+                                          correlation_id=correlation_id, client_id=client_id)
+
+    def encode(self, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
+        if version is not None:
+            self.API_VERSION = version
+        v = self.API_VERSION
+        if v is None or not LIST_OFFSETS_MIN_VERSION <= v <= LIST_OFFSETS_MAX_VERSION:
+            raise ValueError(f"ListOffsets v{v} is not encoded here")
+        flexible = v >= 6
+        out: list[bytes] = []
+        if header:
+            out.append(self._header.encode(flexible=flexible))
+        out.append(struct.pack(">ib", self.replica_id, self.isolation_level))
+        pack = _REQ_PARTITION[6 if flexible else 4 if v >= 4 else 2].pack
+        ts = self.timestamp
+        out.append(_uvarint(len(self.wanted) + 1) if flexible else _I32.pack(len(self.wanted)))
+        for name, parts in self.wanted:
+            raw = name.encode()
+            out.append((_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw)
+            out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
+            if flexible:
+                out.extend([pack(p, -1, ts, 0) for p in parts])
+                out.append(b"\x00")
+            elif v >= 4:
+                out.extend([pack(p, -1, ts) for p in parts])
+            else:
+                out.extend([pack(p, ts) for p in parts])
+        if v >= 10:
+            out.append(_I32.pack(self.timeout_ms))
+        if flexible:
+            out.append(b"\x00")
+        body = b"".join(out)
+        return _I32.pack(len(body)) + body if framed else body
+
+
 class _Attempts:
     """Bounded retry bookkeeping for one public operation (runs on the IO thread)."""
 
@@ -321,6 +528,7 @@ class _Attempts:
     async def failed(self, error: BaseException | str, node: Any = None) -> None:
         """Record a retriable failure; back off, or raise KafkaUnavailable when out of retries."""
         self.count += 1
+        self.wire._metadata_suspect()
         await self._backoff(error, node, self.count, self.wire._config["retries"])
 
     async def throttled(self, throttle_time_ms: int, node: Any) -> None:
@@ -379,6 +587,31 @@ class KafkaWire:
         receive_message_max_bytes: largest accepted response frame (default 100 MB).
         deletion_confirmations: consecutive Metadata answers that must all lack a topic or
             partition before it is reported deleted (default 3; one stale broker cache is not enough).
+        metadata_max_age_ms: how long :meth:`partitions` may answer from the last Metadata
+            response instead of asking again. The constructor's default, 0, asks every time
+            (fresh topic ids on every call: what callers that compare topic ids per call, and
+            the tests written for that, expect); the streaming source's option of the same name
+            defaults to :data:`METADATA_MAX_AGE_MS`, 30 s. This is the Kafka clients'
+            ``metadata.max.age.ms`` ("The period of time in milliseconds after which we force a
+            refresh of metadata even if we haven't seen any partition leadership changes to
+            proactively discover any new brokers or partitions", apache/kafka
+            ``CommonClientConfigs.METADATA_MAX_AGE_DOC``; a ``KafkaConsumer`` with a pattern
+            subscription re-evaluates the pattern on each such refresh). Kafka's default is 5
+            minutes (``ConsumerConfig``/``AdminClientConfig``: ``5 * 60 * 1000``); 30 s is
+            recommended for the watchdog because it should notice a new topic or partition
+            (which may already hold a hanging transaction) within a small fraction of its alert
+            threshold (``[thresholds] max_timeout_ms``, 15 minutes by default), while a Metadata
+            answer for 10,000 partitions is then asked at most once per 30 s instead of on every
+            trigger. As in the Java clients, the cache is refreshed early, on
+            the next call, after anything that suggests it is out of date: any retriable
+            failure (leader errors, no leader, UNKNOWN_TOPIC_OR_PARTITION, connection failures),
+            every deletion confirmation (which always asks the brokers), and an offset answer
+            whose high watermark or log start went backwards (the topic may have been deleted and
+            created again: its topic id is then refreshed before the offsets are returned).
+            Partition leaders used for routing are always the newest known, whatever the age.
+            What the cache costs: a topic deleted and created again under the same name, whose
+            offsets did not go backwards, is told apart by its new topic id only at the next
+            refresh (at most ``metadata_max_age_ms`` later) - as a Java consumer would.
         **kafka_configs: any other ``kafka.net.KafkaConnectionManager`` setting
             (``ssl_context``, ``ssl_check_hostname``, ``sasl_oauth_token_provider``,
             ``proxy_url``, ``client_dns_lookup``, ``api_version``, ...).
@@ -392,7 +625,8 @@ class KafkaWire:
                  retry_backoff_ms: int = 200, retry_backoff_max_ms: int = 5000, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, socket_connection_setup_timeout_ms: int | None = None,
                  bootstrap_timeout_ms: int | None = None, receive_message_max_bytes: int = 100_000_000,
-                 deletion_confirmations: int = 3, **kafka_configs: Any):
+                 deletion_confirmations: int = 3, metadata_max_age_ms: int = 0,
+                 **kafka_configs: Any):
         unknown = set(kafka_configs) - _PASSTHROUGH
         if unknown:
             raise ValueError(f"unknown kafka-python connection settings: {sorted(unknown)}")
@@ -400,6 +634,8 @@ class KafkaWire:
             raise ValueError("retries must be >= 0")
         if deletion_confirmations < 1:
             raise ValueError("deletion_confirmations must be >= 1")
+        if metadata_max_age_ms < 0:
+            raise ValueError("metadata_max_age_ms must be >= 0")
         setup_ms = socket_connection_setup_timeout_ms or min(request_timeout_ms, 10000)
         if isinstance(bootstrap_servers, str):
             bootstrap_servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
@@ -430,6 +666,7 @@ class KafkaWire:
             "retry_backoff_max_ms": retry_backoff_max_ms,
             "bootstrap_timeout_ms": bootstrap_timeout_ms or request_timeout_ms,
             "deletion_confirmations": deletion_confirmations,
+            "metadata_max_age_ms": int(metadata_max_age_ms),
         }
         self._init_runtime()
 
@@ -444,6 +681,14 @@ class KafkaWire:
         self._leaders: dict[str, dict[int, int]] = {}
         # topic -> topic id (Metadata v10+), for telling a recreated topic from the same one
         self._topic_ids: dict[str, str] = {}
+        # discovery cache (metadata_max_age_ms): topic -> (is_internal, sorted partitions, monotonic
+        # time of the Metadata answer), when the last all-topics answer came, and since when
+        # everything older is suspect (a failure happened)
+        self._md_topics: dict[str, tuple[bool, list[int], float]] = {}
+        self._md_all_at: float | None = None
+        self._md_suspect_at = float("-inf")
+        # (log start, high watermark) last returned per partition, to notice offsets going backwards
+        self._last_offsets: dict[tuple[str, int], tuple[int, int]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_config": dict(self._config)}
@@ -588,7 +833,8 @@ class KafkaWire:
     # ------------------------------------------------------------------ public API
     def partitions(self, topics: Iterable[str] | None = None, pattern: str | None = None,
                    include_internal: bool = False) -> dict[str, list[int]]:
-        """Topic -> sorted partition ids, from a fresh Metadata request.
+        """Topic -> sorted partition ids, from a Metadata answer at most ``metadata_max_age_ms``
+        old and newer than the last failure (see the constructor), else from a new request.
 
         ``topics`` are always included when they exist, internal or not (so the caller can
         always ask for ``__transaction_state``). ``pattern`` is matched against the whole topic
@@ -717,7 +963,8 @@ class KafkaWire:
         return len(self._run(self._metadata_async, [], None).brokers)
 
     def refresh_metadata(self, topics: Iterable[str] | None = None) -> None:
-        """Refresh the cached partition leaders (all topics when ``topics`` is None)."""
+        """Refresh the cached partition leaders and the discovery cache (all topics when
+        ``topics`` is None) now, whatever their age."""
         self._run(self._metadata_async, list(topics) if topics is not None else None, None)
 
     # ------------------------------------------------------------------ internals (IO thread)
@@ -789,13 +1036,31 @@ class KafkaWire:
                 await attempts.failed("Metadata response without brokers", node)
                 continue
             self._manager.cluster.update_metadata(response)  # kafka-python routes node ids with it
-            self._apply_metadata(response)
+            self._apply_metadata(response, topics)
             return response
 
-    def _apply_metadata(self, response) -> None:
+    def _metadata_suspect(self) -> None:
+        """Something failed: the next :meth:`partitions` asks the brokers again."""
+        self._md_suspect_at = time.monotonic()
+
+    def _metadata_fresh(self, at: float | None, now: float) -> bool:
+        return at is not None and at > self._md_suspect_at and now - at < self._config["metadata_max_age_ms"] / 1000
+
+    def _apply_metadata(self, response, topics: list[str] | None = None) -> None:
+        now = time.monotonic()
+        if topics is None:  # an all-topics answer replaces the discovery cache
+            self._md_topics = {t.name: (bool(t.is_internal), sorted(p.partition_index for p in t.partitions), now)
+                               for t in response.topics if t.error_code == 0 and t.name is not None}
+            self._md_all_at = now
         for t in response.topics:
             if t.name is None:
                 continue
+            if topics is not None:
+                if t.error_code == 0:
+                    self._md_topics[t.name] = (bool(t.is_internal), sorted(p.partition_index for p in t.partitions),
+                                               now)
+                else:
+                    self._md_topics.pop(t.name, None)
             if t.error_code == 0:
                 self._leaders[t.name] = {p.partition_index: p.leader_id for p in t.partitions}
                 topic_id = getattr(t, "topic_id", None)
@@ -812,18 +1077,22 @@ class KafkaWire:
         attempts = _Attempts(self, "partition discovery (Metadata)")
         regex = re.compile(pattern) if pattern is not None else None
         result: dict[str, list[int]] = {}
+        now = time.monotonic()
         if regex is not None or topics is None:
-            response = await self._metadata_async(None, attempts)
-            for t in response.topics:
-                if t.error_code or t.name is None:
+            if not self._metadata_fresh(self._md_all_at, now):
+                await self._metadata_async(None, attempts)  # replaces self._md_topics
+            for name, (internal, parts, _) in self._md_topics.items():
+                if internal and not include_internal:
                     continue
-                if t.is_internal and not include_internal:
+                if regex is not None and not regex.fullmatch(name):
                     continue
-                if regex is not None and not regex.fullmatch(t.name):
-                    continue
-                result[t.name] = sorted(p.partition_index for p in t.partitions)
+                result[name] = list(parts)
         if topics:
             names = list(dict.fromkeys(topics))
+            cached = [self._md_topics.get(n) for n in names]
+            if all(c is not None and self._metadata_fresh(c[2], now) for c in cached):
+                result.update({n: list(c[1]) for n, c in zip(names, cached, strict=True)})
+                return dict(sorted(result.items()))
             while True:
                 response = await self._metadata_async(names, attempts)
                 errors = self._topic_errors(response, set(names))
@@ -861,6 +1130,7 @@ class KafkaWire:
         proof. Refreshes are spaced by the retry backoff and go to the least loaded broker.
         """
         cfg = self._config
+        self._metadata_suspect()
         for i in range(cfg["deletion_confirmations"]):
             if i:
                 delay = min(cfg["retry_backoff_ms"] * 2 ** (i - 1), cfg["retry_backoff_max_ms"]) / 1000
@@ -912,8 +1182,7 @@ class KafkaWire:
                     except Exception as exc:
                         answers.append(exc)
                         continue
-                    answers.append({(t.name, p.partition_index): (p.error_code, p.offset)
-                                    for t in response.topics for p in t.partitions})
+                    answers.append(response.offsets)
                 failure = next((a for a in answers if isinstance(a, BaseException)), None)
                 if failure is not None:
                     if not _retriable_exception(failure):
@@ -947,6 +1216,8 @@ class KafkaWire:
                     raise KafkaWireError(f"ListOffsets for {tp[0]}-{tp[1]} at {self._node_desc(leader)} failed: "
                                          f"{error_name(code)}", error_code=code)
             pending = retry
+            if pending:
+                self._metadata_suspect()
             if pending and partial:
                 rounds += 1
                 if rounds >= _PARTIAL_ROUNDS:
@@ -958,25 +1229,40 @@ class KafkaWire:
             elif pending:
                 await attempts.failed(last_error or "retriable error", last_node)
                 await self._metadata_async(sorted({t for t, _ in pending}), attempts)
+        await self._check_backwards(result, attempts)
         if partial:
             return {tp: result[tp] for tp in wanted if tp in result}, unavailable
         return {tp: result[tp] for tp in wanted}
+
+    async def _check_backwards(self, result: dict[tuple[str, int], PartitionOffsets], attempts: _Attempts) -> None:
+        """With the discovery cache on, topic ids may be up to ``metadata_max_age_ms`` old. A high
+        watermark or log start below what this client last returned means a truncation, a
+        lagging new leader, or a topic deleted and created again: the topic's metadata is asked
+        again before answering, so that the caller compares fresh topic ids."""
+        last = self._last_offsets
+        if self._config["metadata_max_age_ms"] > 0:
+            back = sorted({tp[0] for tp, o in result.items() if not o.deleted and tp in last
+                           and (o.high_watermark < last[tp][1] or o.log_start < last[tp][0])})
+            if back:
+                self._metadata_suspect()
+                try:
+                    await self._metadata_async(back, attempts)
+                except KafkaWireError as exc:  # offsets are still right; ids stay as they were
+                    log.warning("KafkaWire: metadata refresh after offsets went backwards failed: %s", exc)
+                for tp, o in list(result.items()):
+                    if tp[0] in back and not o.deleted:
+                        result[tp] = dataclasses.replace(o, topic_id=self._topic_ids.get(tp[0]))
+        for tp, o in result.items():
+            if o.deleted:
+                last.pop(tp, None)
+            else:
+                last[tp] = (o.log_start, o.high_watermark)
 
     def _list_offsets_request(self, tps: list[tuple[str, int]], timestamp: int, isolation: int):
         by_topic: dict[str, list[int]] = defaultdict(list)
         for t, p in tps:
             by_topic[t].append(p)
-        Topic = ListOffsetsRequest.ListOffsetsTopic
-        Partition = Topic.ListOffsetsPartition
-        return ListOffsetsRequest(
-            replica_id=-1,
-            isolation_level=isolation,
-            topics=[Topic(name=t, partitions=[Partition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
-                                              for p in ps])
-                    for t, ps in by_topic.items()],
-            timeout_ms=self._config["request_timeout_ms"],
-            min_version=LIST_OFFSETS_MIN_VERSION,
-        )
+        return _ListOffsets(list(by_topic.items()), timestamp, isolation, self._config["request_timeout_ms"])
 
     def _fetch_request(self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
                        min_bytes: int):
