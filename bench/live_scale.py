@@ -40,8 +40,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from streaming.alerts import AlertConfig
-from streaming.config import engine_config, load
+from streaming.config import as_config, engine_config, load
 from streaming.pipeline import SinkSet, spark_session, start_query
+from streaming.runner import broker_confirm
 from streaming.simulate.encode import encode_batch
 from streaming.sources.kafka_wire import METADATA_MAX_AGE_MS
 from tests.kafka_fake_broker import FakeKafkaBroker, build_control_batch, segment_file_name
@@ -129,17 +130,22 @@ def run(args: argparse.Namespace, spark, mode: str) -> dict:
 
         sinks = SinkSet(sinks=[lambda alerts: None], on_batch=[on_batch])
         opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": "t.*", "cluster": "bench",
-                "starting_offsets": "earliest", "read_mode": mode,
-                "metadata_max_age_ms": str(args.metadata_max_age_ms)}
+                "read_mode": mode, "metadata_max_age_ms": str(args.metadata_max_age_ms),
+                # full mode reads the history (as before); probe mode always starts at the LSO
+                **({"starting_offsets": "earliest"} if mode == "full" else {})}
+        cfg["kafka"]["bootstrap_servers"] = broker.bootstrap_servers
+        evidence = broker_confirm(as_config(cfg))  # what `txnwatch run` asks the cluster on a finding
         started = time.monotonic()
         q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
-                        AlertConfig("bench:9092"), sinks, str(tmp / "ck"), trigger={"processingTime": "0 seconds"})
+                        AlertConfig("bench:9092"), sinks, str(tmp / "ck"), trigger={"processingTime": "0 seconds"},
+                        broker=evidence)
         try:
             while len(batches) < args.triggers and q.exception() is None:
                 time.sleep(0.2)
         finally:
             q.stop()
             stop.set()
+            evidence.close()
         if q.exception() is not None:
             raise SystemExit(f"query failed: {q.exception()}")
         progress = [p for p in q.recentProgress if p.get("batchId") is not None]

@@ -73,6 +73,9 @@ class KafkaConfig:
     # Fetch at a moved LSO, every byte only of partitions whose oldest open transaction is older
     # than the smallest max_timeout_ms); "full" reads every byte of every watched partition.
     read_mode: str = "probe"
+    # Topic discovery reuses a Metadata answer this long (Kafka clients' metadata.max.age.ms,
+    # default 5 min there); refreshed at once after any error, deletion check or offsets going back.
+    metadata_max_age_ms: int = 30000
     probe_bytes: int = 16384  # bytes asked at each moved LSO (a larger first batch is asked for again)
     # probe mode: a finding's data-loss preview is read forwards from its first offset, at most this much
     span_max_bytes: int = 256 << 20

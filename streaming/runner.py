@@ -108,6 +108,7 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
             "client_id": k.client_id, "request_timeout_ms": str(k.request_timeout_ms),
             "unavailable_timeout_ms": str(k.unavailable_timeout_ms), "groups_per_broker": str(k.groups_per_broker),
             "read_mode": k.read_mode, "probe_bytes": str(k.probe_bytes),
+            "metadata_max_age_ms": str(k.metadata_max_age_ms),
             "probe_follow_after_ms": str(probe_follow_after_ms),
             "security_protocol": k.security_protocol}
     # Secrets become env:/file: references (never plan-visible options); runs before Spark starts.

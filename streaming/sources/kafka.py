@@ -11,7 +11,8 @@ coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
 with a metadata refresh and doubling backoff, before the unread range becomes a gap),
 ``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
-deleted), ``unavailable_timeout_ms`` (default 600000: how long no broker may answer before the
+deleted), ``metadata_max_age_ms`` (default 0 here, 30000 from ``txnwatch run``: how long topic
+discovery reuses a Metadata answer, as a Kafka client's ``metadata.max.age.ms``; see KafkaWire), ``unavailable_timeout_ms`` (default 600000: how long no broker may answer before the
 query fails with one error naming the bootstrap servers), ``ride_through_ms`` (default 0; ``run
 --once`` sets it: how long planning waits for unavailable partitions to come back before
 planning without them), and the kafka-python security settings of
@@ -140,6 +141,7 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "retry_backoff_ms": int(options.get("retry_backoff_ms", "200")),
         "empty_fetch_retries": int(options.get("empty_fetch_retries", "4")),
         "deletion_confirmations": int(options.get("deletion_confirmations", "3")),
+        "metadata_max_age_ms": int(options.get("metadata_max_age_ms", "0")),
         "unavailable_timeout_ms": int(options.get("unavailable_timeout_ms", "600000")),
         "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
         "ride_through_ms": int(options.get("ride_through_ms", "0")),
@@ -168,7 +170,8 @@ _WIRES_LOCK = threading.Lock()
 def _wire(opts: dict[str, Any]) -> KafkaWire:
     """One client per configuration per process (driver, or executor Python worker)."""
     key = (opts["bootstrap"], opts["client_id"], opts["request_timeout_ms"], opts["retries"],
-           opts["retry_backoff_ms"], opts["deletion_confirmations"], tuple(sorted(opts["security"].items())))
+           opts["retry_backoff_ms"], opts["deletion_confirmations"], opts["metadata_max_age_ms"],
+           tuple(sorted(opts["security"].items())))
     with _WIRES_LOCK:
         w = _WIRES.get(key)
         if w is None:
@@ -176,6 +179,7 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
                                         request_timeout_ms=opts["request_timeout_ms"], retries=opts["retries"],
                                         retry_backoff_ms=opts["retry_backoff_ms"],
                                         deletion_confirmations=opts["deletion_confirmations"],
+                                        metadata_max_age_ms=opts["metadata_max_age_ms"],
                                         **kafka_python_kwargs(opts["security"]))
         return w
 
