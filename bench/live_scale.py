@@ -14,8 +14,7 @@ checkpoint; the SparkSession is shared, after an unreported warm-up job of
 ``--warmup-partitions`` partitions so that the first mode does not pay Spark's warm-up alone),
 and prints both tables side by side plus one summary
 line per mode: median trigger time over the batches after the first, median requests per
-trigger, time to the first alert. It says whether this checkout's source reads ``read_mode`` and
-``metadata_max_age_ms`` (a source that ignores ``read_mode`` reads ``probe`` like ``full``).
+trigger, time to the first alert.
 
     PYTHONPATH=. .venv/bin/python bench/live_scale.py --partitions 10000 --triggers 6
 
@@ -90,14 +89,6 @@ def _load() -> str:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return "n/a"
-
-
-def _source_reads(option: str) -> bool:
-    """Whether this checkout's kafka source reads ``option`` (older ones ignore unknown options)."""
-    from streaming.sources.kafka import _options
-
-    opts = _options({"bootstrap_servers": "x:1", "topic_pattern": "t.*", option: "1"})
-    return option in opts
 
 
 def run(args: argparse.Namespace, spark, mode: str) -> dict:
@@ -186,9 +177,7 @@ def _cell(row) -> str:
 
 def report(args: argparse.Namespace, results: list[dict]) -> None:
     print(f"\n{args.partitions} data partitions over {args.brokers} brokers, {args.txn_partitions} coordinator "
-          f"partitions, master {args.master}, metadata_max_age_ms={args.metadata_max_age_ms} "
-          f"({'read by' if _source_reads('metadata_max_age_ms') else 'NOT read by'} this kafka source), read_mode "
-          f"{'read by' if _source_reads('read_mode') else 'NOT read by (probe = full)'} this kafka source")
+          f"partitions, master {args.master}, metadata_max_age_ms={args.metadata_max_age_ms}")
     head = f"{'plan':>6} {'exec':>6} {'trigger':>7} {'rows':>6} {'reqs':>4} {'F/LO/Meta/ApiV':<15}"
     print(f"{'':>5}  " + "  |  ".join(f"{r['mode'] + ' (ms)':^{len(head)}}" for r in results))
     print(f"{'batch':>5}  " + "  |  ".join(head for _ in results))
@@ -202,9 +191,6 @@ def report(args: argparse.Namespace, results: list[dict]) -> None:
         print(f"[{r['mode']}] steady state (batches after the first): median trigger {r['median_trigger_ms']} ms "
               f"(planning {r['median_plan_ms']} ms, execution {r['median_exec_ms']} ms), median requests per "
               f"trigger {r['median_requests']}, first alert after {alert}; load average after {r['load_after']}")
-    if len(results) > 1 and not _source_reads("read_mode"):
-        print("NOTE: this source ignores read_mode, so both runs read the same way: their difference is "
-              "run order, warm-up and the machine's load, not the read mode")
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
 
 
