@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from streaming import partition_read
 from streaming.normalize import gap_event
 from streaming.partition_read import (
     BatchPiece,
@@ -48,6 +49,7 @@ from udfs.producer_state import PartitionState
 from udfs.record_batch import BatchScan, scan_batches
 from udfs.snapshot import decode_snapshot
 from udfs.txn_log import decode_txn_log_segment
+from udfs.txn_log_vec import decode_txn_log_reduced
 
 TXN_TOPIC = "__transaction_state"
 _PART_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -341,10 +343,19 @@ def _txn_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc:
         return memo[1]
     acc = CoordinatorReplay()
     for c in _prefix_chunks(part, start):
-        recs, scan = decode_txn_log_segment(_read(c), validate_crc=validate_crc, source=c.path,
-                                            base_position=c.start)
+        recs, scan = _decode_txn(_read(c), validate_crc=validate_crc, source=c.path, base_position=c.start)
         acc.fold(recs, *_txn_extent(scan))
     return acc
+
+
+def _decode_txn(data: bytes, **kw: Any) -> tuple[list[dict[str, Any]], BatchScan]:
+    """A chunk's ``__transaction_state`` records: only those ``reduce_coordinator_records`` keeps
+    when the read reduces (``partition_read.REDUCE_IN_READ``), decoded with numpy
+    (``udfs.txn_log_vec``); the same list and errors as decoding all and reducing. The prefix
+    replay (``CoordinatorReplay.fold``) needs only each id's last record, which the reduction keeps."""
+    if partition_read.REDUCE_IN_READ:
+        return decode_txn_log_reduced(data, **kw)
+    return decode_txn_log_segment(data, **kw)
 
 
 def _txn_extent(scan: BatchScan) -> tuple[int, int | None]:
@@ -398,8 +409,7 @@ def read_range(
         acc = _txn_prefix(part, start, validate_crc).copy()
         pieces = []
         for c in chunks:
-            recs, scan = decode_txn_log_segment(_read(c), validate_crc=validate_crc, source=c.path,
-                                                base_position=c.start)
+            recs, scan = _decode_txn(_read(c), validate_crc=validate_crc, source=c.path, base_position=c.start)
             pieces.append(TxnPiece(recs, f"{part.name}/{os.path.basename(c.path)}", *_txn_extent(scan)))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
         out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where)
