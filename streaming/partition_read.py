@@ -164,6 +164,7 @@ def data_partition_events(
     broker: Offsets | None = None,
     log_start_offset: int | None = None,
     progress_position: str | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
     """Events of one read of a data partition, ending with its progress row.
 
@@ -204,7 +205,7 @@ def data_partition_events(
                           lso=offsets.lso, log_start_offset=offsets.log_start_offset,
                           source_position=progress_position, **common)
     frames.append(pd.DataFrame.from_records([*gaps, prog]))
-    return _finish(frames, ctx)
+    return _finish(frames, ctx, typed)
 
 
 @dataclass
@@ -255,6 +256,7 @@ def txn_partition_events(
     broker: Offsets | None = None,
     log_start_offset: int | None = None,
     progress_position: str | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
     """Events of one read of a ``__transaction_state`` partition, ending with its progress row.
 
@@ -276,10 +278,12 @@ def txn_partition_events(
     prog["coordinator_epoch"] = replay.max_epoch
     prog["txn_partition_count"] = ctx.txn_partition_count
     frames.append(pd.DataFrame.from_records([*gaps, prog]))
-    return _finish(frames, ctx)
+    return _finish(frames, ctx, typed)
 
 
-def _finish(frames: list[pd.DataFrame], ctx: ReadContext) -> pd.DataFrame:
+def _finish(frames: list[pd.DataFrame], ctx: ReadContext, typed: bool = True) -> pd.DataFrame:
+    """The read's rows in one frame, typed by ``events.to_frame`` unless ``typed=False`` (a caller
+    that reads several partitions types their concatenation once: to_frame's cost is per call)."""
     # pieces come untyped (event_time in ms): typed once here, the fixed cost of to_frame is per call
     out = pd.concat([f for f in frames if len(f)], ignore_index=True)
     if ctx.from_log_start is not None:
@@ -289,4 +293,4 @@ def _finish(frames: list[pd.DataFrame], ctx: ReadContext) -> pd.DataFrame:
     if ctx.snapshot_offset is not None:
         stamped = out["kind"].isin(("data", "marker", "progress"))
         out.loc[stamped, "snapshot_offset"] = ctx.snapshot_offset
-    return to_frame(out)
+    return to_frame(out) if typed else out

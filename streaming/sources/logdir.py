@@ -377,8 +377,10 @@ def read_range(
     source: str = "segments",
     seed_offset: int | None = None,
     txn_partition_count: int | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
-    """Events of one planned read of one partition, ending with its progress row.
+    """Events of one planned read of one partition, ending with its progress row (untyped with
+    ``typed=False``: see ``partition_read.data_partition_events``).
 
     ``seed_offset``: the snapshot the partition's first plan chose (-1: none; None: choose the
     newest readable one now). ``txn_partition_count``: ``__transaction_state``'s partition count
@@ -412,7 +414,8 @@ def read_range(
             recs, scan = _decode_txn(_read(c), validate_crc=validate_crc, source=c.path, base_position=c.start)
             pieces.append(TxnPiece(recs, f"{part.name}/{os.path.basename(c.path)}", *_txn_extent(scan)))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
-        out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where)
+        out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where,
+                                   typed=typed)
         memo = acc
     else:
         st = _data_prefix(part, start, validate_crc, seed)
@@ -423,7 +426,7 @@ def read_range(
             pieces.append(BatchPiece(scan.columns, f"{part.name}/{os.path.basename(c.path)}"))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
         out = data_partition_events(ctx, pieces, state=st, seed=seed if start is None else None, gaps=gaps,
-                                    log_start_offset=log_start, progress_position=where)
+                                    log_start_offset=log_start, progress_position=where, typed=typed)
         memo = st
     if end is not None:
         with _MEMO_LOCK:
