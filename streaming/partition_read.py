@@ -204,7 +204,7 @@ def data_partition_events(
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
                           lso=offsets.lso, log_start_offset=offsets.log_start_offset,
                           source_position=progress_position, **common)
-    frames.append(pd.DataFrame.from_records([*gaps, prog]))
+    frames.append(_records_frame([*gaps, prog], typed))
     return _finish(frames, ctx, typed)
 
 
@@ -269,7 +269,7 @@ def txn_partition_events(
         records = reduce_coordinator_records(piece.records) if REDUCE_IN_READ else piece.records
         rows = txn_state_rows(records, partition=ctx.partition, source_position=piece.source_position,
                               topic=ctx.topic, **ctx.common)
-        frames.append(pd.DataFrame.from_records(route_coordinator_rows(rows, replay.known)))
+        frames.append(_records_frame(route_coordinator_rows(rows, replay.known), typed))
         replay.advance(piece.leader_epoch, piece.next_offset)
     offsets = broker or Offsets(replay.next_offset, replay.next_offset, log_start_offset)
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
@@ -277,8 +277,17 @@ def txn_partition_events(
                           source_position=progress_position, **ctx.common)
     prog["coordinator_epoch"] = replay.max_epoch
     prog["txn_partition_count"] = ctx.txn_partition_count
-    frames.append(pd.DataFrame.from_records([*gaps, prog]))
+    frames.append(_records_frame([*gaps, prog], typed))
     return _finish(frames, ctx, typed)
+
+
+def _records_frame(rows: list[dict[str, Any]], typed: bool) -> pd.DataFrame:
+    """Row dicts (``make_row``: every field, mostly None) → a frame. Untyped (``typed=False``) the
+    None fields are left out: a column null everywhere costs pandas' concat an element-by-element
+    check; ``events.to_frame`` adds the missing columns, null, and types None and NaN alike."""
+    if typed:
+        return pd.DataFrame.from_records(rows)
+    return pd.DataFrame.from_records([{k: v for k, v in r.items() if v is not None} for r in rows])
 
 
 def _finish(frames: list[pd.DataFrame], ctx: ReadContext, typed: bool = True) -> pd.DataFrame:
