@@ -49,6 +49,9 @@ def _int(arr: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
 def _uvarint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(value, position after, ok) of unsigned varints of at most 4 bytes ending by ``limit``."""
     pos = np.clip(pos, 0, len(arr) - _PAD)
+    b0 = arr[pos]
+    if not (b0 & 0x80).any():  # all one byte long (the usual case)
+        return b0.astype(np.int64), pos + 1, pos + 1 <= limit
     b = arr[pos[:, None] + np.arange(4)].astype(np.int64)
     cont = (b & 0x80) != 0
     # length: 1 + number of leading continuation bytes (a 5th byte means "too long for us")
@@ -226,17 +229,22 @@ def decode_txn_log_reduced(
     rb, rk, roff, rts, rks, tomb, pid, prev, n = (x[live] for x in (rb, rk, roff, rts, rks, tomb, pid, prev, n))
     rvs, rvl, rkl = rvs[live], rvl[live], rkl[live]
 
-    # transactional ids: ASCII bytes → str, coded
-    raw = bytes(buf) if not isinstance(data, bytes) else data
+    # transactional ids: the ASCII bytes as fixed-width rows, coded by np.unique, decoded once each
     codes: dict[str, int] = {}
-    ids: dict[bytes, int] = {}
-    tid = np.empty(len(rb), dtype=np.int64)
-    for j, (s, m) in enumerate(zip((rks + 4).tolist(), n.tolist(), strict=True)):
-        b = raw[s : s + m]
-        code = ids.get(b)
-        if code is None:
-            code = ids[b] = codes.setdefault(b.decode("ascii"), len(codes))
-        tid[j] = code
+    width = int(n.max(initial=0))
+    if len(rb):
+        idx = np.minimum((rks + 4)[:, None] + np.arange(max(width, 1)), len(arr) - 1)
+        grid = np.where(np.arange(max(width, 1)) < n[:, None], arr[idx], 0).astype(np.uint8)
+        # the length is part of the key: an id may end in NUL bytes
+        keyed = np.concatenate((n.astype(">u2").view(np.uint8).reshape(-1, 2), grid), axis=1)
+        uniq, first_at, inverse = np.unique(np.ascontiguousarray(keyed).view(f"V{keyed.shape[1]}").ravel(),
+                                            return_index=True, return_inverse=True)
+        names = [bytes(grid[j, : n[j]]).decode("ascii") for j in first_at.tolist()]
+        for name in names:
+            codes.setdefault(name, len(codes))
+        tid = np.array([codes[name] for name in names], dtype=np.int64)[inverse.ravel()]
+    else:
+        tid = np.empty(0, dtype=np.int64)
 
     # 3. the Python decoder for the other batches
     cols = batch_columns(scan)
