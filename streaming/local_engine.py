@@ -76,7 +76,13 @@ def read_source(reader: Any) -> pd.DataFrame:
     """Every event a source's batch reader yields, as one pandas frame."""
     import pyarrow as pa
 
-    batches = [b for p in reader.partitions() for b in reader.read(p)]
+    from streaming.sources import logdir
+
+    logdir.PLAN_SCANS = {}  # each file's headers scanned once, when planned (logdir.PLAN_SCANS)
+    try:
+        batches = [b for p in reader.partitions() for b in reader.read(p)]
+    finally:
+        logdir.PLAN_SCANS = None
     if not batches:
         return pd.DataFrame(columns=list(FIELD_NAMES))
     return pa.Table.from_batches(batches).to_pandas()

@@ -205,7 +205,12 @@ def plan_partition(
             f.seek(pos)
             data = f.read()
         newest = i == len(segs) - 1
-        scan = scan_batches(data, validate_crc=False, allow_partial_tail=True)
+        if PLAN_SCANS is None:
+            scan = scan_batches(data, validate_crc=False, allow_partial_tail=True)
+        else:  # scanned as the read will scan it, and kept for it (see PLAN_SCANS)
+            scan = scan_batches(data, validate_crc=True, source=path, base_position=pos, allow_partial_tail=True)
+            if not scan.errors and not scan.tail_bytes:
+                PLAN_SCANS[(path, pos, pos + len(data))] = scan
         consumed = scan.end_position
         if not newest and consumed < len(data):
             consumed = len(data)  # an older segment will not grow: let the reader report the tail
@@ -271,6 +276,21 @@ def chunks_between(part: PartitionDir, start: tuple[int, int] | None, end: tuple
 # Per-process memo of the partition prefix already replayed, so that consecutive micro-batches on
 # the same Python worker extend it instead of re-reading the partition from its first segment.
 _MEMO: dict[str, tuple[tuple[int, int], Any]] = {}
+
+# Scans of whole planned ranges kept from planning for the read that follows in the same process:
+# the in-process engine (streaming.local_engine.read_source) sets a dict while it plans and reads,
+# so that each file's batch headers are scanned once, not once to plan and once to read. A scan
+# is kept only when the planned range ends at its last whole batch without any problem; the read
+# of exactly that range, with the CRC check on, takes it (the same scan_batches call's result:
+# same bytes, source, base position and CRC check). None (Spark: the driver plans, workers read):
+# nothing kept.
+PLAN_SCANS: dict[tuple[str, int, int], BatchScan] | None = None
+
+
+def _planned_scan(chunk: Chunk, validate_crc: bool) -> BatchScan | None:
+    if PLAN_SCANS is None or not validate_crc:
+        return None
+    return PLAN_SCANS.pop((chunk.path, chunk.start, chunk.end), None)
 _MEMO_LOCK = threading.Lock()
 
 
@@ -280,7 +300,12 @@ def _read(chunk: Chunk) -> bytes:
         return f.read(chunk.end - chunk.start)
 
 
-def _scan(chunk: Chunk, data: bytes, validate_crc: bool) -> BatchScan:
+def _scan(chunk: Chunk, data: bytes | None, validate_crc: bool) -> BatchScan:
+    kept = _planned_scan(chunk, validate_crc)
+    if kept is not None:
+        return kept
+    if data is None:
+        data = _read(chunk)
     return scan_batches(data, validate_crc=validate_crc, source=chunk.path, base_position=chunk.start)
 
 
@@ -411,7 +436,8 @@ def read_range(
         acc = _txn_prefix(part, start, validate_crc).copy()
         pieces = []
         for c in chunks:
-            recs, scan = _decode_txn(_read(c), validate_crc=validate_crc, source=c.path, base_position=c.start)
+            recs, scan = _decode_txn(_read(c), validate_crc=validate_crc, source=c.path, base_position=c.start,
+                                     scan=_planned_scan(c, validate_crc))
             pieces.append(TxnPiece(recs, f"{part.name}/{os.path.basename(c.path)}", *_txn_extent(scan)))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
         out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where,
@@ -422,7 +448,7 @@ def read_range(
         st = PartitionState(producers={k: _copy(v) for k, v in st.producers.items()}, next_offset=st.next_offset)
         pieces = []
         for c in chunks:
-            scan = _scan(c, _read(c), validate_crc)
+            scan = _scan(c, None, validate_crc)
             pieces.append(BatchPiece(scan.columns, f"{part.name}/{os.path.basename(c.path)}"))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
         out = data_partition_events(ctx, pieces, state=st, seed=seed if start is None else None, gaps=gaps,
