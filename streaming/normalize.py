@@ -46,66 +46,129 @@ def data_events(
     keep = cols["is_transactional"] & (cols["producer_id"] >= 0) & (cols["crc_valid"] != 0)
     if not keep.any():
         return to_frame([])
-    df = pd.DataFrame({k: cols[k][keep] for k in (
+    c = {k: cols[k][keep] for k in (
         "base_offset", "last_offset", "batch_size", "first_timestamp", "max_timestamp", "producer_id",
-        "producer_epoch", "record_count", "is_control", "control_type", "coordinator_epoch", "position")})
+        "producer_epoch", "record_count", "is_control", "control_type", "coordinator_epoch", "position")}
     # Dumps of 0.11-1.1 do not print the record count (-1) nor the size (0): count nothing then.
-    df["empty"] = df["record_count"] == 0
-    df["record_count"] = df["record_count"].clip(lower=0)
-    # A span ends at the producer's next control batch: number the stretches between markers.
-    df["stretch"] = df.groupby("producer_id")["is_control"].cumsum()
-    data = df[~df["is_control"]]
-    frames = []
-    if len(data):
-        g = data.groupby(["producer_id", "stretch"], sort=False)
-        spans = g.agg(
-            first_offset=("base_offset", "first"),
-            last_offset=("last_offset", "last"),
-            first_ts=("first_timestamp", "first"),
-            last_ts=("max_timestamp", "max"),
-            producer_epoch=("producer_epoch", "max"),
-            batch_count=("base_offset", "size"),
-            record_count=("record_count", "sum"),
-            bytes=("batch_size", "sum"),
-            empty_batches=("empty", "sum"),
-            first_position=("position", "first"),
-        ).reset_index()
-        spans["kind"] = "data"
+    c["empty"] = c["record_count"] == 0
+    c["record_count"] = c["record_count"].clip(min=0)
+    # Columns (and dtypes) as pandas gave them when this was concat([spans, markers]) of two
+    # frames: a column missing from one part is float64 (ints) or object, with NaN there.
+    is_ctrl = c["is_control"].astype(bool)
+    parts: list[dict[str, np.ndarray]] = []
+    if not is_ctrl.all():
+        spans = _spans(c, is_ctrl)
+        spans["kind"] = np.full(len(spans["producer_id"]), "data", dtype=object)
         spans["route_pid"] = spans["producer_id"]
-        frames.append(spans)
-    markers = df[df["is_control"]]
-    if len(markers):
-        m = pd.DataFrame({
-            "kind": "marker",
-            "producer_id": markers["producer_id"].to_numpy(),
-            "route_pid": markers["producer_id"].to_numpy(),
-            "producer_epoch": markers["producer_epoch"].to_numpy(),
-            "first_offset": markers["base_offset"].to_numpy(),
-            "last_offset": markers["base_offset"].to_numpy(),
-            "first_ts": markers["max_timestamp"].to_numpy(),
-            "last_ts": markers["max_timestamp"].to_numpy(),
-            "batch_count": 1,
-            "record_count": markers["record_count"].to_numpy(),
-            "bytes": markers["batch_size"].to_numpy(),
-            "empty_batches": markers["empty"].astype(int).to_numpy(),
-            "marker": [control_name(c) for c in markers["control_type"].tolist()],
-            "coordinator_epoch": markers["coordinator_epoch"].to_numpy(),
-            "first_position": markers["position"].to_numpy(),
+        parts.append(spans)
+    if is_ctrl.any():
+        m = {k: v[is_ctrl] for k, v in c.items()}
+        parts.append({
+            "kind": np.full(len(m["producer_id"]), "marker", dtype=object),
+            "producer_id": m["producer_id"],
+            "route_pid": m["producer_id"],
+            "producer_epoch": m["producer_epoch"],
+            "first_offset": m["base_offset"],
+            "last_offset": m["base_offset"],
+            "first_ts": m["max_timestamp"],
+            "last_ts": m["max_timestamp"],
+            "batch_count": np.ones(len(m["producer_id"]), dtype=np.int64),
+            "record_count": m["record_count"],
+            "bytes": m["batch_size"],
+            "empty_batches": m["empty"].astype(np.int64),
+            "marker": np.array([control_name(t) for t in m["control_type"].tolist()], dtype=object),
+            "coordinator_epoch": m["coordinator_epoch"],
+            "first_position": m["position"],
         })
-        frames.append(m)
-    out = pd.concat(frames, ignore_index=True)
-    out = out.sort_values(["first_offset"], kind="stable").reset_index(drop=True)
+    out = _concat_parts(parts)
+    order = np.argsort(out["first_offset"], kind="stable")
+    out = {k: v[order] for k, v in out.items()}
     if reduce_from is not None:
-        out = reduce_closed_in_read(out, reduce_from)
-    out["topic"] = topic
-    out["partition"] = partition
-    out["source"] = source
-    out["cluster"] = cluster
-    out["event_time"] = event_time_ms
+        out = _reduce_arrays(out, reduce_from) or out
+    n_out = len(out["first_offset"])
     prefix = source_position or f"{topic}-{partition}"
-    out["source_position"] = [position_format.format(prefix=prefix, pos=p) for p in out["first_position"].tolist()]
-    out = out.drop(columns=["first_position", "stretch"], errors="ignore")
-    return to_frame(out) if typed else out
+    final = {k: v for k, v in out.items() if k not in ("first_position", "stretch")}
+    final["topic"] = np.full(n_out, topic, dtype=object)
+    final["partition"] = np.full(n_out, partition)
+    final["source"] = np.full(n_out, source, dtype=object)
+    final["cluster"] = np.full(n_out, cluster, dtype=object)
+    final["event_time"] = np.full(n_out, event_time_ms)
+    final["source_position"] = np.array([position_format.format(prefix=prefix, pos=p)
+                                         for p in out["first_position"].tolist()], dtype=object)
+    frame = pd.DataFrame(final)
+    return to_frame(frame) if typed else frame
+
+
+def _concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """``pd.concat`` of the frames of ``parts`` (columns in order of first appearance) on arrays."""
+    if len(parts) == 1:
+        return dict(parts[0])
+    names = list(parts[0]) + [k for p in parts[1:] for k in p if k not in parts[0]]
+    out = {}
+    for k in names:
+        arrays = []
+        for p in parts:
+            if k in p:
+                arrays.append(p[k])
+            else:
+                n = len(next(iter(p.values())))
+                other = next(q[k] for q in parts if k in q)
+                arrays.append(np.full(n, np.nan) if other.dtype != object else np.full(n, np.nan, dtype=object))
+        out[k] = np.concatenate(arrays)
+    return out
+
+
+def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarray]:
+    """One row per producer id and stretch between two of its control batches (a span), in order
+    of each span's first batch: the data batches' first/last offsets, first timestamp, max
+    timestamp and epoch, counts and sums. The same columns (and dtypes) as
+
+        df["stretch"] = df.groupby("producer_id")["is_control"].cumsum()
+        df[~df["is_control"]].groupby(["producer_id", "stretch"], sort=False).agg(...).reset_index()
+
+    computed with numpy (pandas' groupby machinery cost ~20 ms per read, whatever its size).
+    """
+    pid = c["producer_id"]
+    n = len(pid)
+    # stretch: the number of the producer's control batches before (and at) each batch
+    by_pid = np.lexsort((np.arange(n), pid))
+    ctrl_sorted = is_ctrl[by_pid].astype(np.int64)
+    cum = np.cumsum(ctrl_sorted)
+    new_pid = np.ones(n, dtype=bool)
+    new_pid[1:] = pid[by_pid][1:] != pid[by_pid][:-1]
+    start_of = np.maximum.accumulate(np.where(new_pid, np.arange(n), 0))
+    stretch_sorted = cum - (cum[start_of] - ctrl_sorted[start_of])
+    stretch = np.empty(n, dtype=np.int64)
+    stretch[by_pid] = stretch_sorted
+    rows = np.flatnonzero(~is_ctrl)
+    sorted_rows = rows[np.lexsort((rows, stretch[rows], pid[rows]))]  # by group, file order within one
+    g_pid, g_st = pid[sorted_rows], stretch[sorted_rows]
+    first = np.ones(len(sorted_rows), dtype=bool)
+    first[1:] = (g_pid[1:] != g_pid[:-1]) | (g_st[1:] != g_st[:-1])
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], len(sorted_rows)) - 1
+    first_row, last_row = sorted_rows[starts], sorted_rows[ends]
+    appear = np.argsort(first_row, kind="stable")  # groups in order of their first batch (sort=False)
+
+    def agg(values: np.ndarray, fn: Any) -> np.ndarray:
+        # in the column's dtype, as pandas' groupby sum/max (numpy would widen int32 sums)
+        return fn.reduceat(values[sorted_rows], starts, dtype=values.dtype)[appear]
+
+    first_row, last_row = first_row[appear], last_row[appear]
+    return {
+        "producer_id": pid[first_row],
+        "stretch": stretch[first_row],
+        "first_offset": c["base_offset"][first_row],
+        "last_offset": c["last_offset"][last_row],
+        "first_ts": c["first_timestamp"][first_row],
+        "last_ts": agg(c["max_timestamp"], np.maximum),
+        "producer_epoch": agg(c["producer_epoch"], np.maximum),
+        "batch_count": (ends - starts + 1)[appear].astype(np.int64),
+        "record_count": agg(c["record_count"], np.add),
+        "bytes": agg(c["batch_size"], np.add),
+        "empty_batches": agg(c["empty"].astype(np.int64), np.add),
+        "first_position": c["position"][first_row],
+    }
 
 
 def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFrame:
@@ -132,36 +195,87 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
     """
     if rows.empty:
         return rows
-    is_m = (rows["kind"] == "marker").to_numpy()
+    plan = _reduce_plan({k: rows[k].to_numpy() for k in (
+        "kind", "producer_id", "first_offset", "marker", "coordinator_epoch", "producer_epoch") if k in rows}, from_offset)
+    if plan is None:
+        return rows
+    keep, carrier, txns, epochs = plan
+    out = rows[keep].copy()
+    carriers = out.index[carrier]
+    out["folded_txns"] = pd.NA
+    out["folded_max_epoch"] = pd.NA
+    out.loc[carriers, "folded_txns"] = txns
+    out.loc[carriers, "folded_max_epoch"] = epochs
+    return out.reset_index(drop=True)
+
+
+def _reduce_arrays(rows: dict[str, np.ndarray], from_offset: int) -> dict[str, np.ndarray] | None:
+    """:func:`reduce_closed_in_read` on columns (None: nothing to drop)."""
+    plan = _reduce_plan(rows, from_offset)
+    if plan is None:
+        return None
+    keep, carrier, txns, epochs = plan
+    out = {k: v[keep] for k, v in rows.items()}
+    n = len(out["kind"])
+    out["folded_txns"] = np.full(n, pd.NA, dtype=object)
+    out["folded_txns"][carrier] = txns
+    out["folded_max_epoch"] = np.full(n, pd.NA, dtype=object)
+    out["folded_max_epoch"][carrier] = epochs
+    return out
+
+
+def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndarray, ...] | None:
+    """What :func:`reduce_closed_in_read` keeps: (keep mask, positions among the kept rows of the
+    rows carrying the folded counts, folded_txns and folded_max_epoch there); None: keep all."""
+    if "marker" not in rows:
+        return None  # no markers
+    is_m = rows["kind"] == "marker"
     if is_m.sum() < 3:
-        return rows  # folding needs a marker between the first and the last one
-    pid = rows["producer_id"].to_numpy()
-    eligible = (rows["first_offset"] >= from_offset).to_numpy()
-    ordinal = pd.Series(is_m & eligible).groupby([pid, eligible]).cumsum().to_numpy()
-    last = pd.Series(ordinal).groupby([pid, eligible]).transform("max").to_numpy()
-    typed = is_m & rows["marker"].isin(["COMMIT", "ABORT"]).to_numpy() & \
-        (rows["coordinator_epoch"].fillna(-1).to_numpy() >= 0)
+        return None  # folding needs a marker between the first and the last one
+    pid = rows["producer_id"]
+    eligible = rows["first_offset"] >= from_offset
+    # per (producer id, eligible) group, in row order (numpy: pandas' groupby cost ~2 ms a call)
+    n = len(pid)
+    order = np.lexsort((np.arange(n), eligible, pid))
+    g_pid, g_el = pid[order], eligible[order]
+    new_g = np.ones(n, dtype=bool)
+    new_g[1:] = (g_pid[1:] != g_pid[:-1]) | (g_el[1:] != g_el[:-1])
+    starts = np.flatnonzero(new_g)
+    group = np.cumsum(new_g) - 1  # group number of each sorted row
+
+    def per_row(sorted_values: np.ndarray) -> np.ndarray:
+        out_ = np.empty(n, dtype=sorted_values.dtype)
+        out_[order] = sorted_values
+        return out_
+
+    counted = (is_m & eligible)[order].astype(np.int64)
+    cum = np.cumsum(counted)
+    before = (cum - counted)[starts]  # running count before each group
+    ordinal = per_row(cum - before[group])  # markers (eligible) up to and including the row
+    last = per_row(np.maximum.reduceat(ordinal[order], starts)[group])
+    marker = rows["marker"]
+    cep = rows["coordinator_epoch"].astype(np.float64)
+    typed = is_m & ((marker == "COMMIT") | (marker == "ABORT")) & (np.where(np.isnan(cep), -1, cep) >= 0)
     typed_ord = np.where(typed, ordinal, -1)
-    last_typed = pd.Series(typed_ord).groupby([pid, eligible]).transform("max").to_numpy()
+    last_typed = per_row(np.maximum.reduceat(typed_ord[order], starts)[group])
     keep = ~eligible | (ordinal == 0) | (ordinal == last) | (is_m & (ordinal == 1)) | \
         (typed & (ordinal == last_typed))
     if keep.all():
-        return rows
-    dropped = rows[~keep]
+        return None
+    dropped = ~keep
     # an EMPTY control batch never raises the legacy abort's epoch (contract A): not folded in
-    epochs = dropped["producer_epoch"].where(dropped["marker"] != "EMPTY")
-    folded = pd.DataFrame({"producer_id": dropped["producer_id"], "data": dropped["kind"] == "data",
-                           "epoch": epochs}).groupby("producer_id").agg(
-        folded_txns=("data", "sum"), folded_max_epoch=("epoch", "max"))
-    out = rows[keep].copy()
-    carrier = is_m[keep] & (ordinal[keep] == last[keep]) & eligible[keep] & out["producer_id"].isin(folded.index).to_numpy()
-    carriers = out.index[carrier]
-    by_pid = folded.reindex(out.loc[carriers, "producer_id"].to_numpy())
-    out["folded_txns"] = pd.NA
-    out["folded_max_epoch"] = pd.NA
-    out.loc[carriers, "folded_txns"] = by_pid["folded_txns"].to_numpy()
-    out.loc[carriers, "folded_max_epoch"] = by_pid["folded_max_epoch"].to_numpy()
-    return out.reset_index(drop=True)
+    d_pid = pid[dropped]
+    d_data = (rows["kind"] == "data")[dropped]
+    d_epoch = np.where((marker != "EMPTY")[dropped], rows["producer_epoch"][dropped].astype(np.float64), np.nan)
+    f_pid, f_at = np.unique(d_pid, return_inverse=True)
+    f_txns = np.bincount(f_at, weights=d_data, minlength=len(f_pid)).astype(np.int64)
+    f_epoch = np.full(len(f_pid), -np.inf)
+    np.fmax.at(f_epoch, f_at, np.where(np.isnan(d_epoch), -np.inf, d_epoch))
+    f_epoch[np.isneginf(f_epoch)] = np.nan  # only EMPTY markers dropped: no epoch (max of NaNs)
+    k_pid = pid[keep]
+    carrier = np.flatnonzero(is_m[keep] & (ordinal[keep] == last[keep]) & eligible[keep] & np.isin(k_pid, f_pid))
+    at = np.searchsorted(f_pid, k_pid[carrier])
+    return keep, carrier, f_txns[at], f_epoch[at]
 
 
 def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

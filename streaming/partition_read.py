@@ -164,6 +164,7 @@ def data_partition_events(
     broker: Offsets | None = None,
     log_start_offset: int | None = None,
     progress_position: str | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
     """Events of one read of a data partition, ending with its progress row.
 
@@ -203,8 +204,8 @@ def data_partition_events(
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
                           lso=offsets.lso, log_start_offset=offsets.log_start_offset,
                           source_position=progress_position, **common)
-    frames.append(pd.DataFrame.from_records([*gaps, prog]))
-    return _finish(frames, ctx)
+    frames.append(_records_frame([*gaps, prog], typed))
+    return _finish(frames, ctx, typed)
 
 
 @dataclass
@@ -255,6 +256,7 @@ def txn_partition_events(
     broker: Offsets | None = None,
     log_start_offset: int | None = None,
     progress_position: str | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
     """Events of one read of a ``__transaction_state`` partition, ending with its progress row.
 
@@ -267,7 +269,7 @@ def txn_partition_events(
         records = reduce_coordinator_records(piece.records) if REDUCE_IN_READ else piece.records
         rows = txn_state_rows(records, partition=ctx.partition, source_position=piece.source_position,
                               topic=ctx.topic, **ctx.common)
-        frames.append(pd.DataFrame.from_records(route_coordinator_rows(rows, replay.known)))
+        frames.append(_records_frame(route_coordinator_rows(rows, replay.known), typed))
         replay.advance(piece.leader_epoch, piece.next_offset)
     offsets = broker or Offsets(replay.next_offset, replay.next_offset, log_start_offset)
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
@@ -275,11 +277,22 @@ def txn_partition_events(
                           source_position=progress_position, **ctx.common)
     prog["coordinator_epoch"] = replay.max_epoch
     prog["txn_partition_count"] = ctx.txn_partition_count
-    frames.append(pd.DataFrame.from_records([*gaps, prog]))
-    return _finish(frames, ctx)
+    frames.append(_records_frame([*gaps, prog], typed))
+    return _finish(frames, ctx, typed)
 
 
-def _finish(frames: list[pd.DataFrame], ctx: ReadContext) -> pd.DataFrame:
+def _records_frame(rows: list[dict[str, Any]], typed: bool) -> pd.DataFrame:
+    """Row dicts (``make_row``: every field, mostly None) → a frame. Untyped (``typed=False``) the
+    None fields are left out: a column null everywhere costs pandas' concat an element-by-element
+    check; ``events.to_frame`` adds the missing columns, null, and types None and NaN alike."""
+    if typed:
+        return pd.DataFrame.from_records(rows)
+    return pd.DataFrame.from_records([{k: v for k, v in r.items() if v is not None} for r in rows])
+
+
+def _finish(frames: list[pd.DataFrame], ctx: ReadContext, typed: bool = True) -> pd.DataFrame:
+    """The read's rows in one frame, typed by ``events.to_frame`` unless ``typed=False`` (a caller
+    that reads several partitions types their concatenation once: to_frame's cost is per call)."""
     # pieces come untyped (event_time in ms): typed once here, the fixed cost of to_frame is per call
     out = pd.concat([f for f in frames if len(f)], ignore_index=True)
     if ctx.from_log_start is not None:
@@ -289,4 +302,4 @@ def _finish(frames: list[pd.DataFrame], ctx: ReadContext) -> pd.DataFrame:
     if ctx.snapshot_offset is not None:
         stamped = out["kind"].isin(("data", "marker", "progress"))
         out.loc[stamped, "snapshot_offset"] = ctx.snapshot_offset
-    return to_frame(out)
+    return to_frame(out) if typed else out

@@ -98,6 +98,11 @@ def state_rows(cfg: EngineConfig, pid: int, frames: list[pd.DataFrame], state) -
     frames = [p for p in frames if len(p)]
     if frames:
         events = event_records(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
+    return state_rows_of(cfg, pid, events, state)
+
+
+def state_rows_of(cfg: EngineConfig, pid: int, events: list[dict[str, Any]], state) -> list[dict[str, Any]]:
+    """:func:`state_rows` of events already turned into dicts (``state_machine.event_records``)."""
     wm = state.getCurrentWatermarkMs()
     if pid < 0:
         rows = []

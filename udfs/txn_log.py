@@ -166,6 +166,78 @@ def _skip_tags(r: _Reader) -> None:
         r.raw(r.uvarint())
 
 
+_BATCH_COLS = ("position", "base_offset", "is_control", "compression", "batch_size", "record_count", "base_timestamp",
+               "has_delete_horizon", "timestamp_type", "max_timestamp", "partition_leader_epoch")
+_TOMBSTONE_VALUE = dict(value_version=None, producer_id=None, producer_epoch=None, txn_timeout_ms=None,
+                        txn_state=None, txn_partitions=None, txn_last_update_ts=None, txn_start_ts=None,
+                        prev_producer_id=None, next_producer_id=None, client_txn_version=None,
+                        next_producer_epoch=None)
+
+
+def batch_columns(scan: BatchScan) -> dict[str, list[Any]]:
+    """The batch-table columns :func:`decode_batch` reads, as Python lists (indexing numpy arrays
+    per batch boxes a numpy scalar every time)."""
+    return {k: scan.columns[k].tolist() for k in _BATCH_COLS}
+
+
+def record_timestamp(cols: dict[str, list[Any]], i: int, ts_delta: int) -> int:
+    """A record's timestamp: base + delta for CreateTime batches without a delete horizon, else
+    the batch's max timestamp."""
+    if not cols["has_delete_horizon"][i] and cols["timestamp_type"][i] == 0:
+        return int(cols["base_timestamp"][i]) + ts_delta
+    return int(cols["max_timestamp"][i])
+
+
+def make_record(cols: dict[str, list[Any]], i: int, off_delta: int, ts_delta: int,
+                key: bytes | memoryview | None, value: bytes | memoryview | None) -> dict[str, Any]:
+    """One record of batch ``i`` as a dict (all ``udfs.model.TXN_RECORD_KEYS``).
+    Raises ValueError/struct.error when the key or value is malformed."""
+    if key is None:
+        raise ValueError("null key")
+    key_version, txn_id = decode_txn_key(key)
+    rec: dict[str, Any] = {
+        "offset": int(cols["base_offset"][i]) + off_delta,
+        "position": int(cols["position"][i]),
+        "timestamp": record_timestamp(cols, i, ts_delta),
+        "coordinator_epoch": int(cols["partition_leader_epoch"][i]),
+        "transactional_id": txn_id,
+        "key_version": key_version,
+        "tombstone": value is None,
+    }
+    if value is None:
+        rec.update(_TOMBSTONE_VALUE)
+    else:
+        rec.update(decode_txn_value(value))
+    return rec
+
+
+def decode_batch(buf: memoryview, cols: dict[str, list[Any]], i: int, base_position: int, source: str | None,
+                 records: list[dict[str, Any]], errors: list[DecodeError]) -> None:
+    """Decode the records of batch ``i`` into ``records``; problems go to ``errors`` (a bad
+    record is skipped, a batch whose record framing is bad is skipped whole)."""
+    pos = int(cols["position"][i]) - base_position
+    base_offset = int(cols["base_offset"][i])
+    if cols["is_control"][i]:
+        return
+    if cols["compression"][i] != 0:
+        errors.append(DecodeError(pos + base_position, "compressed __transaction_state batch "
+                                  "(the coordinator always writes them uncompressed)", source,
+                                  base_offset=base_offset))
+        return
+    end = pos + int(cols["batch_size"][i])
+    try:
+        recs = list(iter_records(buf, pos + HEADER_SIZE, end, int(cols["record_count"][i])))
+    except (ValueError, struct.error) as exc:
+        errors.append(DecodeError(pos + base_position, f"record: {exc}", source, base_offset=base_offset))
+        return
+    for off_delta, ts_delta, key, value in recs:
+        try:
+            records.append(make_record(cols, i, off_delta, ts_delta, key, value))
+        except (ValueError, struct.error) as exc:
+            errors.append(DecodeError(pos + base_position, f"__transaction_state record at offset "
+                                      f"{base_offset + off_delta}: {exc}", source, base_offset=base_offset))
+
+
 def decode_txn_log_segment(
     data: bytes | memoryview,
     *,
@@ -184,55 +256,9 @@ def decode_txn_log_segment(
         scan = scan_batches(data, validate_crc=validate_crc, source=source, base_position=base_position,
                             allow_partial_tail=allow_partial_tail)
     buf = memoryview(data).cast("B")
-    # Python lists: indexing numpy arrays per batch boxes a numpy scalar every time.
-    cols = {k: scan.columns[k].tolist() for k in (
-        "position", "base_offset", "is_control", "compression", "batch_size", "record_count", "base_timestamp",
-        "has_delete_horizon", "timestamp_type", "max_timestamp", "partition_leader_epoch")}
+    cols = batch_columns(scan)
     records: list[dict[str, Any]] = []
     for i in range(len(scan)):
-        pos = int(cols["position"][i]) - base_position
-        base_offset = int(cols["base_offset"][i])
-        if cols["is_control"][i]:
-            continue
-        if cols["compression"][i] != 0:
-            scan.errors.append(DecodeError(pos + base_position, "compressed __transaction_state batch "
-                                           "(the coordinator always writes them uncompressed)", source,
-                                           base_offset=base_offset))
-            continue
-        end = pos + int(cols["batch_size"][i])
-        try:
-            recs = list(iter_records(buf, pos + HEADER_SIZE, end, int(cols["record_count"][i])))
-        except (ValueError, struct.error) as exc:
-            scan.errors.append(DecodeError(pos + base_position, f"record: {exc}", source, base_offset=base_offset))
-            continue
-        for off_delta, ts_delta, key, value in recs:
-            offset = base_offset + off_delta
-            try:
-                if key is None:
-                    raise ValueError("null key")
-                key_version, txn_id = decode_txn_key(key)
-                rec: dict[str, Any] = {
-                    "offset": offset,
-                    "position": pos + base_position,
-                    "timestamp": int(cols["base_timestamp"][i]) + ts_delta
-                    if not cols["has_delete_horizon"][i] and cols["timestamp_type"][i] == 0
-                    else int(cols["max_timestamp"][i]),
-                    "coordinator_epoch": int(cols["partition_leader_epoch"][i]),
-                    "transactional_id": txn_id,
-                    "key_version": key_version,
-                    "tombstone": value is None,
-                }
-                if value is None:
-                    rec.update(value_version=None, producer_id=None, producer_epoch=None, txn_timeout_ms=None,
-                               txn_state=None, txn_partitions=None, txn_last_update_ts=None, txn_start_ts=None,
-                               prev_producer_id=None, next_producer_id=None, client_txn_version=None,
-                               next_producer_epoch=None)
-                else:
-                    rec.update(decode_txn_value(value))
-            except (ValueError, struct.error) as exc:
-                scan.errors.append(DecodeError(pos + base_position, f"__transaction_state record at offset "
-                                               f"{offset}: {exc}", source, base_offset=base_offset))
-                continue
-            records.append(rec)
+        decode_batch(buf, cols, i, base_position, source, records, scan.errors)
     scan.errors.sort(key=lambda e: e.position)
     return records, scan

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from streaming import partition_read
 from streaming.normalize import gap_event
 from streaming.partition_read import (
     BatchPiece,
@@ -48,6 +49,7 @@ from udfs.producer_state import PartitionState
 from udfs.record_batch import BatchScan, scan_batches
 from udfs.snapshot import decode_snapshot
 from udfs.txn_log import decode_txn_log_segment
+from udfs.txn_log_vec import decode_txn_log_reduced
 
 TXN_TOPIC = "__transaction_state"
 _PART_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -203,7 +205,12 @@ def plan_partition(
             f.seek(pos)
             data = f.read()
         newest = i == len(segs) - 1
-        scan = scan_batches(data, validate_crc=False, allow_partial_tail=True)
+        if PLAN_SCANS is None:
+            scan = scan_batches(data, validate_crc=False, allow_partial_tail=True)
+        else:  # scanned as the read will scan it, and kept for it (see PLAN_SCANS)
+            scan = scan_batches(data, validate_crc=True, source=path, base_position=pos, allow_partial_tail=True)
+            if not scan.errors and not scan.tail_bytes:
+                PLAN_SCANS[(path, pos, pos + len(data))] = scan
         consumed = scan.end_position
         if not newest and consumed < len(data):
             consumed = len(data)  # an older segment will not grow: let the reader report the tail
@@ -269,6 +276,21 @@ def chunks_between(part: PartitionDir, start: tuple[int, int] | None, end: tuple
 # Per-process memo of the partition prefix already replayed, so that consecutive micro-batches on
 # the same Python worker extend it instead of re-reading the partition from its first segment.
 _MEMO: dict[str, tuple[tuple[int, int], Any]] = {}
+
+# Scans of whole planned ranges kept from planning for the read that follows in the same process:
+# the in-process engine (streaming.local_engine.read_source) sets a dict while it plans and reads,
+# so that each file's batch headers are scanned once, not once to plan and once to read. A scan
+# is kept only when the planned range ends at its last whole batch without any problem; the read
+# of exactly that range, with the CRC check on, takes it (the same scan_batches call's result:
+# same bytes, source, base position and CRC check). None (Spark: the driver plans, workers read):
+# nothing kept.
+PLAN_SCANS: dict[tuple[str, int, int], BatchScan] | None = None
+
+
+def _planned_scan(chunk: Chunk, validate_crc: bool) -> BatchScan | None:
+    if PLAN_SCANS is None or not validate_crc:
+        return None
+    return PLAN_SCANS.pop((chunk.path, chunk.start, chunk.end), None)
 _MEMO_LOCK = threading.Lock()
 
 
@@ -278,7 +300,12 @@ def _read(chunk: Chunk) -> bytes:
         return f.read(chunk.end - chunk.start)
 
 
-def _scan(chunk: Chunk, data: bytes, validate_crc: bool) -> BatchScan:
+def _scan(chunk: Chunk, data: bytes | None, validate_crc: bool) -> BatchScan:
+    kept = _planned_scan(chunk, validate_crc)
+    if kept is not None:
+        return kept
+    if data is None:
+        data = _read(chunk)
     return scan_batches(data, validate_crc=validate_crc, source=chunk.path, base_position=chunk.start)
 
 
@@ -341,10 +368,19 @@ def _txn_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc:
         return memo[1]
     acc = CoordinatorReplay()
     for c in _prefix_chunks(part, start):
-        recs, scan = decode_txn_log_segment(_read(c), validate_crc=validate_crc, source=c.path,
-                                            base_position=c.start)
+        recs, scan = _decode_txn(_read(c), validate_crc=validate_crc, source=c.path, base_position=c.start)
         acc.fold(recs, *_txn_extent(scan))
     return acc
+
+
+def _decode_txn(data: bytes, **kw: Any) -> tuple[list[dict[str, Any]], BatchScan]:
+    """A chunk's ``__transaction_state`` records: only those ``reduce_coordinator_records`` keeps
+    when the read reduces (``partition_read.REDUCE_IN_READ``), decoded with numpy
+    (``udfs.txn_log_vec``); the same list and errors as decoding all and reducing. The prefix
+    replay (``CoordinatorReplay.fold``) needs only each id's last record, which the reduction keeps."""
+    if partition_read.REDUCE_IN_READ:
+        return decode_txn_log_reduced(data, **kw)
+    return decode_txn_log_segment(data, **kw)
 
 
 def _txn_extent(scan: BatchScan) -> tuple[int, int | None]:
@@ -366,8 +402,10 @@ def read_range(
     source: str = "segments",
     seed_offset: int | None = None,
     txn_partition_count: int | None = None,
+    typed: bool = True,
 ) -> pd.DataFrame:
-    """Events of one planned read of one partition, ending with its progress row.
+    """Events of one planned read of one partition, ending with its progress row (untyped with
+    ``typed=False``: see ``partition_read.data_partition_events``).
 
     ``seed_offset``: the snapshot the partition's first plan chose (-1: none; None: choose the
     newest readable one now). ``txn_partition_count``: ``__transaction_state``'s partition count
@@ -398,22 +436,23 @@ def read_range(
         acc = _txn_prefix(part, start, validate_crc).copy()
         pieces = []
         for c in chunks:
-            recs, scan = decode_txn_log_segment(_read(c), validate_crc=validate_crc, source=c.path,
-                                                base_position=c.start)
+            recs, scan = _decode_txn(_read(c), validate_crc=validate_crc, source=c.path, base_position=c.start,
+                                     scan=_planned_scan(c, validate_crc))
             pieces.append(TxnPiece(recs, f"{part.name}/{os.path.basename(c.path)}", *_txn_extent(scan)))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
-        out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where)
+        out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where,
+                                   typed=typed)
         memo = acc
     else:
         st = _data_prefix(part, start, validate_crc, seed)
         st = PartitionState(producers={k: _copy(v) for k, v in st.producers.items()}, next_offset=st.next_offset)
         pieces = []
         for c in chunks:
-            scan = _scan(c, _read(c), validate_crc)
+            scan = _scan(c, None, validate_crc)
             pieces.append(BatchPiece(scan.columns, f"{part.name}/{os.path.basename(c.path)}"))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
         out = data_partition_events(ctx, pieces, state=st, seed=seed if start is None else None, gaps=gaps,
-                                    log_start_offset=log_start, progress_position=where)
+                                    log_start_offset=log_start, progress_position=where, typed=typed)
         memo = st
     if end is not None:
         with _MEMO_LOCK:
