@@ -115,7 +115,7 @@ class StreamingConfig:
     state_store: str = "hdfs"
     master: str = "local[2]"
     # ``txnwatch scan`` inputs up to this many bytes run in process (streaming/local_engine.py)
-    local_scan_max_bytes: int = 16 << 20
+    local_scan_max_bytes: int = 256 << 20
 
 
 @dataclass(frozen=True)

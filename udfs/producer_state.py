@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from udfs.model import CONTROL_EMPTY
-from udfs.pairing import Step, marker_coordinator_epoch, pair
+from udfs.model import CONTROL_ABORT, CONTROL_COMMIT, CONTROL_EMPTY
 
 
 @dataclass
@@ -66,44 +65,70 @@ class PartitionState:
         self.next_offset = snapshot_offset
 
     def apply(self, cols: dict[str, np.ndarray], valid: np.ndarray | None = None) -> None:
-        """Replay a batch table (file order). Rows where ``valid`` is False are skipped."""
+        """Replay a batch table (file order). Rows where ``valid`` is False are skipped.
+
+        The pairing rule (:func:`udfs.pairing.pair`) depends only on the order of one producer's
+        batches, so it is applied per producer id with array reductions instead of a Python step
+        per batch: what a producer ends with is decided by its last control batch (CLOSE) and the
+        data batches after it (OPEN at the first, JOIN the rest); without a control batch in the
+        table, data batches JOIN what the producer had open, else OPEN. An empty control batch
+        closes but changes neither epoch nor timestamp (``ProducerAppendInfo`` ignores it); the
+        coordinator epoch comes from the last COMMIT/ABORT that carries one."""
         txn = cols["is_transactional"] & (cols["producer_id"] >= 0)
         if valid is not None:
             txn &= valid
         idx = np.flatnonzero(txn)
-        pids = cols["producer_id"][idx].tolist()
-        epochs = cols["producer_epoch"][idx].tolist()
-        ctrl = cols["is_control"][idx].tolist()
-        base = cols["base_offset"][idx].tolist()
-        last = cols["last_offset"][idx].tolist()
-        first_ts = cols["first_timestamp"][idx].tolist()
-        max_ts = cols["max_timestamp"][idx].tolist()
-        ctype = cols["control_type"][idx].tolist()
-        cepoch = cols["coordinator_epoch"][idx].tolist()
+        if len(cols["last_offset"]):
+            self.next_offset = int(cols["last_offset"][-1]) + 1
+        if not len(idx):
+            return
+        n = len(idx)
+        pos = np.arange(n)
+        pids, inv = np.unique(cols["producer_id"][idx], return_inverse=True)
+        ctrl = cols["is_control"][idx]
+        ctype = cols["control_type"][idx]
+        cepoch = cols["coordinator_epoch"][idx]
+        k = len(pids)
+
+        def last(mask: np.ndarray) -> np.ndarray:
+            out = np.full(k, -1, dtype=np.int64)
+            np.maximum.at(out, inv[mask], pos[mask])
+            return out
+
+        last_ctrl = last(ctrl)
+        counted = ~(ctrl & (ctype == CONTROL_EMPTY))
+        last_counted = last(counted)
+        epoch = np.full(k, -1, dtype=np.int64)
+        np.maximum.at(epoch, inv[counted], cols["producer_epoch"][idx][counted].astype(np.int64))
+        last_typed = last(ctrl & np.isin(ctype, (CONTROL_ABORT, CONTROL_COMMIT)) & (cepoch >= 0))
+        after = ~ctrl & (pos > last_ctrl[inv])  # data batches after the producer's last control batch
+        first_after = np.full(k, n, dtype=np.int64)
+        np.minimum.at(first_after, inv[after], pos[after])
+        last_after = last(after)
+        base = cols["base_offset"][idx]
+        last_off = cols["last_offset"][idx]
+        first_ts = cols["first_timestamp"][idx]
+        max_ts = cols["max_timestamp"][idx]
         producers = self.producers
-        for j in range(len(idx)):
-            pid = pids[j]
+        for u, pid in enumerate(pids.tolist()):
             e = producers.get(pid)
             if e is None:
                 e = producers[pid] = ProducerEntry(pid)
-            step = pair(e.txn_first_offset >= 0, transactional=True, control=ctrl[j], producer_id=pid)
-            if step is Step.CLOSE:
+            lc = int(last_ctrl[u])
+            if lc >= 0:
                 e.txn_first_offset = -1
-                e.last_marker_offset = base[j]
-                ce = marker_coordinator_epoch(ctype[j], cepoch[j])
-                if ce is not None:
-                    e.coordinator_epoch = ce
-                if ctype[j] == CONTROL_EMPTY:
-                    # the cleaner kept the header, not the marker's timestamp nor (ProducerAppendInfo
-                    # ignores the batch) an epoch the broker would apply on replay
-                    continue
-            elif step is Step.OPEN:
-                e.txn_first_offset = base[j]
-                e.txn_first_ts = first_ts[j]
-                e.txn_last_offset = last[j]
-            elif step is Step.JOIN:
-                e.txn_last_offset = last[j]
-            e.producer_epoch = max(e.producer_epoch, epochs[j])
-            e.last_timestamp = max_ts[j]
-        if len(cols["last_offset"]):
-            self.next_offset = int(cols["last_offset"][-1]) + 1
+                e.last_marker_offset = int(base[lc])
+            lt = int(last_typed[u])
+            if lt >= 0:
+                e.coordinator_epoch = int(cepoch[lt])
+            fa = int(first_after[u])
+            if fa < n:
+                if e.txn_first_offset < 0:  # OPEN at the first, the rest JOIN
+                    e.txn_first_offset = int(base[fa])
+                    e.txn_first_ts = int(first_ts[fa])
+                e.txn_last_offset = int(last_off[int(last_after[u])])
+            if epoch[u] >= 0:
+                e.producer_epoch = max(e.producer_epoch, int(epoch[u]))
+            lcnt = int(last_counted[u])
+            if lcnt >= 0:
+                e.last_timestamp = int(max_ts[lcnt])
