@@ -329,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     ratio = pipeline / decode_s
     startup = one.seconds / bare.seconds
     print("targets")
+    from streaming.cli import _input_bytes
+    from streaming.config import Config
+
+    limit, size = Config().streaming.local_scan_max_bytes, _input_bytes([str(root)])
+    print(f"  `txnwatch scan` of this input picks the {'local' if size <= limit else 'spark'} engine by default "
+          f"({size:,} bytes vs streaming.local_scan_max_bytes = {limit:,}; under spark-submit it is always spark)")
     if local is not None:
         lp = local.seconds - one.seconds
         lc = local.cpu - one.cpu
