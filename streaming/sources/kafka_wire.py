@@ -367,6 +367,15 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+def _read_length(buf: bytes, pos: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
+    """An array or string length: a compact one (unsigned varint of length + 1, -1 = null) in
+    flexible versions, else the fixed-width ``fixed`` (INT32 arrays, INT16 strings)."""
+    if flexible:
+        n, pos = _read_uvarint(buf, pos)
+        return n - 1, pos
+    return fixed.unpack_from(buf, pos)[0], pos + fixed.size
+
+
 def _skip_tags(buf: bytes, pos: int) -> int:
     """Skip a tagged-field section (count, then tag + size + data per field)."""
     count, pos = _read_uvarint(buf, pos)
@@ -401,29 +410,14 @@ class _ListOffsetsAnswer:
             (throttle,) = _I32.unpack_from(buf, pos)
             pos += 4
         offsets: dict[tuple[str, int], tuple[int, int]] = {}
-        if flexible:
-            n, pos = _read_uvarint(buf, pos)
-            n -= 1
-        else:
-            (n,) = _I32.unpack_from(buf, pos)
-            pos += 4
+        n, pos = _read_length(buf, pos, flexible, _I32)
         for _ in range(max(n, 0)):
-            if flexible:
-                ln, pos = _read_uvarint(buf, pos)
-                ln -= 1
-            else:
-                (ln,) = _I16.unpack_from(buf, pos)
-                pos += 2
+            ln, pos = _read_length(buf, pos, flexible, _I16)
             if ln < 0:
                 raise ValueError("ListOffsets response with a null topic name")
             name = buf[pos:pos + ln].decode()
             pos += ln
-            if flexible:
-                m, pos = _read_uvarint(buf, pos)
-                m -= 1
-            else:
-                (m,) = _I32.unpack_from(buf, pos)
-                pos += 4
+            m, pos = _read_length(buf, pos, flexible, _I32)
             for _ in range(max(m, 0)):
                 fields = unpack(buf, pos)
                 pos += size
