@@ -242,6 +242,9 @@ class ProducerState:
             return []
         if step is Step.JOIN:
             o = p["open"]
+            # A probe window holds only O's first batch, so a batch joining O means the partition
+            # is followed from O on: the state has O's span, the driver need not read it again.
+            o["probe"] = False
             o["last_offset"] = max(o["last_offset"], int(ev["last_offset"]))
             o["last_ts"] = max(o["last_ts"], int(ev["last_ts"]))
             o["batches"] += int(ev["batch_count"] or 0)
