@@ -445,6 +445,15 @@ def progress_event(
                     event_time=event_time_ms, source_position=source_position)
 
 
+def lso_passed_event(*, topic: str, partition: int, producer_id: int, lso: int, source: str, cluster: str,
+                     event_time_ms: int) -> dict[str, Any]:
+    """An ``lso_passed`` row (live source, probe mode): ``producer_id``'s probed transaction on the
+    partition is closed, the LSO having moved to ``lso`` past it; delivered to that producer."""
+    return make_row("lso_passed", source=source, cluster=cluster, topic=topic, partition=partition,
+                    route_pid=producer_id, producer_id=producer_id, lso=lso, event_time=event_time_ms,
+                    source_position=f"{topic}-{partition}@LSO {lso}")
+
+
 def gap_event(
     error: DecodeError | str,
     *,

@@ -90,8 +90,8 @@ import pandas as pd
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from streaming.availability import unavailable_reason
-from streaming.events import make_row, spark_schema, to_arrow, to_frame
-from streaming.normalize import gap_event, progress_event
+from streaming.events import spark_schema, to_arrow, to_frame
+from streaming.normalize import gap_event, lso_passed_event, progress_event
 from streaming.partition_read import (
     BatchPiece,
     CoordinatorReplay,
@@ -840,9 +840,8 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
                                   first_offset=part.start if part.start >= 0 else None, **common))
             continue
         if part.closes:
-            rows += [make_row("lso_passed", source="kafka", cluster=opts["cluster"], topic=t, partition=p,
-                              route_pid=pid, producer_id=pid, lso=lso, event_time=part.clock,
-                              source_position=f"{t}-{p}@LSO {lso}") for pid, lso in part.closes]
+            rows += [lso_passed_event(topic=t, partition=p, producer_id=pid, lso=lso, **common)
+                     for pid, lso in part.closes]
         if part.note:
             rows.append(gap_event(part.note, topic=t, partition=p, first_offset=part.start, **common))
         acc = _txn_replay(w, opts, part, common) if t == TXN_TOPIC else None
