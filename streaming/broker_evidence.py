@@ -172,28 +172,17 @@ class KafkaLookback(NoBrokerEvidence):
                      spent: int) -> tuple[Marker | None, int, bool]:
         """P's last control batch in [lo, hi), bytes spent so far, and whether [lo, hi) was read."""
         from udfs.model import CONTROL_ABORT, CONTROL_COMMIT
-        from udfs.record_batch import scan_batches
 
         found: Marker | None = None
         pos = lo
         while pos < hi:
-            if spent >= self.max_bytes:
+            res, c, fetched = self._headers_at(wire, topic, partition, pos, self.max_bytes - spent)
+            spent += fetched
+            if c is None:
                 return None, spent, False
-            res = wire.fetch(topic, partition, pos, min(self.fetch_bytes, self.max_bytes - spent))
-            if not res.ok:
-                raise ValueError(f"Fetch {topic}-{partition} at offset {pos}: {res.error}")
-            spent += len(res.records)
-            scan = scan_batches(res.records, validate_crc=False, source=f"{topic}-{partition}",
-                                allow_partial_tail=True)
-            c = scan.columns
-            if len(c["base_offset"]) == 0:
-                if not res.records:
-                    raise ValueError(f"Fetch {topic}-{partition} at offset {pos} returned nothing below the "
-                                     f"high watermark {res.high_watermark}")
-                # one batch larger than this fetch: ask again with room for it (KIP-74 brokers
-                # always return one whole batch; older ones need a larger limit)
-                self.fetch_bytes *= 2
-                continue
+            if not res.records:
+                raise ValueError(f"Fetch {topic}-{partition} at offset {pos} returned nothing below the "
+                                 f"high watermark {res.high_watermark}")
             for i in range(len(c["base_offset"])):
                 base, last = int(c["base_offset"][i]), int(c["last_offset"][i])
                 if last < pos or base >= hi:
@@ -208,6 +197,27 @@ class KafkaLookback(NoBrokerEvidence):
                                    timestamp=int(c["max_timestamp"][i]))
             pos = max(pos, int(c["last_offset"][-1]) + 1)
         return found, spent, True
+
+    def _headers_at(self, wire: Any, topic: str, partition: int, pos: int,
+                    budget: int) -> tuple[Any, dict[str, np.ndarray] | None, int]:
+        """Fetch at ``pos`` (at most ``budget`` bytes) and decode the batch headers. A first batch
+        larger than the fetch is asked for again with twice the room (KIP-74 brokers always return
+        one whole batch; older ones need a larger limit). Returns (the answer, its header columns,
+        bytes fetched); the columns are None when the budget ran out before a whole batch came."""
+        from udfs.record_batch import scan_batches
+
+        fetched = 0
+        while fetched < budget:
+            res = wire.fetch(topic, partition, pos, min(self.fetch_bytes, budget - fetched))
+            if not res.ok:
+                raise ValueError(f"Fetch {topic}-{partition} at offset {pos}: {res.error}")
+            fetched += len(res.records)
+            c = scan_batches(res.records, validate_crc=False, source=f"{topic}-{partition}",
+                             allow_partial_tail=True).columns
+            if len(c["base_offset"]) or not res.records:
+                return res, c, fetched
+            self.fetch_bytes *= 2
+        return None, None, fetched
 
     def span_after(self, topic: str, partition: int, producer_id: int, first_offset: int) -> SpanResult:
         """Probe mode (issue 12): the data-loss preview of O, read forwards from its first offset
@@ -224,30 +234,21 @@ class KafkaLookback(NoBrokerEvidence):
             return SpanResult(reason=f"reading the span of the transaction on {topic}-{partition} failed: {exc}")
 
     def _span(self, topic: str, partition: int, producer_id: int, first_offset: int) -> SpanResult:
-        from udfs.record_batch import scan_batches
-
         wire = self.wire()
-        pos, spent, fetch_bytes = first_offset, 0, self.fetch_bytes
+        pos, spent = first_offset, 0
         batches = records = size = 0
         last_offset = last_ts = max_epoch = None
         while True:
-            if spent >= self.span_max_bytes:
+            res, c, fetched = self._headers_at(wire, topic, partition, pos, self.span_max_bytes - spent)
+            spent += fetched
+            if c is None:
                 reason = (f"the span read stopped after {spent} bytes ([kafka] span_max_bytes = "
                           f"{self.span_max_bytes}) at offset {pos}: records, bytes and batches are a lower bound")
                 break
-            res = wire.fetch(topic, partition, pos, min(fetch_bytes, self.span_max_bytes - spent))
-            if not res.ok:
-                raise ValueError(f"Fetch {topic}-{partition} at offset {pos}: {res.error}")
-            if pos >= res.high_watermark or not res.records:
+            if not res.records:
                 reason = None if pos >= res.high_watermark else (
                     f"nothing returned at offset {pos} below the high watermark {res.high_watermark}")
                 break
-            spent += len(res.records)
-            c = scan_batches(res.records, validate_crc=False, source=f"{topic}-{partition}",
-                             allow_partial_tail=True).columns
-            if len(c["base_offset"]) == 0:
-                fetch_bytes *= 2  # one batch larger than this fetch (pre-KIP-74 brokers)
-                continue
             mine = (c["producer_id"] == producer_id) & (c["last_offset"] >= pos)
             ctrl = np.flatnonzero(mine & c["is_control"])
             stop = int(ctrl[0]) if len(ctrl) else len(mine)
