@@ -22,7 +22,7 @@ import pandas as pd
 
 from streaming.alerts import Enricher
 from streaming.events import FIELD_NAMES
-from streaming.pipeline import SinkSet, make_batch_writer, state_rows, state_rows_of
+from streaming.pipeline import SinkSet, make_batch_writer, state_rows_of
 from streaming.state_machine import EngineConfig, event_records
 
 
@@ -88,32 +88,58 @@ def read_source(reader: Any) -> pd.DataFrame:
     return pa.Table.from_batches(batches).to_pandas()
 
 
+class LocalStates:
+    """The state operator's keys across micro-batches, in memory, in Spark's order: each
+    micro-batch calls the state function for every key with events (at the watermark the
+    previous micro-batch left), then for every other key whose event-time timeout that watermark
+    has passed; afterwards the watermark moves to the batch's newest event time (zero delay)."""
+
+    def __init__(self, cfg: EngineConfig) -> None:
+        self.cfg = cfg
+        self.docs: dict[int, tuple] = {}  # route_pid -> state row, for keys that have state
+        self.timeouts: dict[int, int | None] = {}
+        self.watermark = 0
+
+    def micro_batch(self, events: pd.DataFrame | None) -> list[dict[str, Any]]:
+        """The state operator's output rows for one micro-batch of ``events`` (None: no data)."""
+        # The frame -> dicts conversion once for all keys (per key it cost a pass over ~40 columns
+        # each time); per element it is the same conversion, so each key gets the dicts it would get.
+        by_pid: dict[int, list[dict[str, Any]]] = {}
+        for rec in event_records(events) if events is not None and len(events) else []:
+            if rec["route_pid"] is not None:  # as groupby, which drops null keys
+                by_pid.setdefault(int(rec["route_pid"]), []).append(rec)
+        out: list[dict[str, Any]] = []
+        for pid in sorted(by_pid):
+            out += self._call(pid, by_pid[pid])
+        for pid, t in sorted(self.timeouts.items()):
+            if pid not in by_pid and t is not None and t <= self.watermark:
+                out += self._call(pid, [])
+        if events is not None and len(events):
+            newest = pd.to_datetime(events["event_time"], utc=True).max()
+            if newest is not pd.NaT:
+                self.watermark = max(self.watermark, int(newest.value // 1_000_000))
+        return out
+
+    def _call(self, pid: int, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        st = LocalGroupState(self.docs.get(pid), self.watermark)
+        rows = state_rows_of(self.cfg, pid, events, st)
+        if st.exists:
+            self.docs[pid], self.timeouts[pid] = st.get, st.timeout_ms
+        else:
+            self.docs.pop(pid, None)
+            self.timeouts.pop(pid, None)
+        return rows
+
+
 def run_scan(events: pd.DataFrame, cfg: EngineConfig, enricher: Enricher,
-             sinks: SinkSet) -> dict[int, LocalGroupState]:
-    """The streaming scan's micro-batches over ``events``, in process (see the module docstring).
-    Returns the state per producer id as the last micro-batch left it."""
-    states: dict[int, LocalGroupState] = {}
-    out: list[dict[str, Any]] = []
-    # The frame → dicts conversion once for all keys (per key it cost a pass over ~40 columns
-    # each time); per element it is the same conversion, so each key gets the dicts it would get.
-    by_pid: dict[int, list[dict[str, Any]]] = {}
-    for rec in event_records(events) if len(events) else []:
-        if rec["route_pid"] is not None:  # as groupby, which drops null keys
-            by_pid.setdefault(int(rec["route_pid"]), []).append(rec)
-    for pid in sorted(by_pid):
-        st = states[pid] = LocalGroupState(None, 0)  # the first micro-batch has no watermark
-        out += state_rows_of(cfg, pid, by_pid[pid], st)
+             sinks: SinkSet) -> dict[int, tuple]:
+    """The streaming scan's micro-batches over ``events``, in process (see the module docstring):
+    the available-now batch, then the no-data batch that fires the timers the watermark passed.
+    Returns the state row per producer id as the last micro-batch left it."""
+    states = LocalStates(cfg)
     write = make_batch_writer(enricher, sinks)
-    write(_Rows(out), 0)
-    clock = pd.to_datetime(events["event_time"], utc=True).max() if len(events) else None
-    if clock is None or clock is pd.NaT:
-        return states
-    wm = int(clock.value // 1_000_000)
-    timed_out = []
-    for pid, st in states.items():
-        if st.exists and st.timeout_ms is not None and st.timeout_ms <= wm:
-            states[pid] = LocalGroupState(st.get, wm)
-            timed_out += state_rows(cfg, pid, [], states[pid])
+    write(_Rows(states.micro_batch(events)), 0)
+    timed_out = states.micro_batch(None)
     if timed_out:
         write(_Rows(timed_out), 1)
-    return states
+    return states.docs

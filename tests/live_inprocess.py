@@ -17,8 +17,8 @@ import pandas as pd
 
 from streaming.alerts import Enricher
 from streaming.availability import Availability
-from streaming.local_engine import LocalGroupState, _Rows
-from streaming.pipeline import SinkSet, make_batch_writer, state_rows
+from streaming.local_engine import LocalStates, _Rows
+from streaming.pipeline import SinkSet, make_batch_writer
 from streaming.sources.kafka import KafkaStreamReader, read_partition
 from streaming.state_machine import EngineConfig
 
@@ -28,38 +28,25 @@ class LiveJob:
 
     def __init__(self, options: dict[str, str], cfg: EngineConfig, enricher: Enricher) -> None:
         self.reader = KafkaStreamReader(options)
-        self.cfg = cfg
+        self.states = LocalStates(cfg)
         self.enricher = enricher
         self.alerts: list[dict[str, Any]] = []
         self.write = make_batch_writer(enricher, SinkSet(sinks=[self.alerts.extend]), Availability())
-        self.docs: dict[int, tuple] = {}
-        self.timeouts: dict[int, int | None] = {}
-        self.watermark = 0
         self.offset: dict | None = None
         self.batch_id = 0
-        self.rows_read = 0
+
+    @property
+    def docs(self) -> dict[int, tuple]:
+        return self.states.docs
 
     def trigger(self) -> dict:
         start = self.offset or self.reader.initialOffset()
         end = self.reader.latestOffset(start)
-        frames = [read_partition(p, self.reader.opts) for p in self.reader.partitions(start, end)]
-        frames = [f for f in frames if len(f)]
+        frames = [f for f in (read_partition(p, self.reader.opts) for p in self.reader.partitions(start, end))
+                  if len(f)]
         events = pd.concat(frames, ignore_index=True) if frames else None
-        out: list[dict[str, Any]] = []
-        keys: set[int] = set()
-        if events is not None:
-            self.rows_read += len(events)
-            for pid, frame in events.groupby("route_pid", sort=True):
-                keys.add(int(pid))
-                out += self._call(int(pid), [frame])
-        for pid, t in list(self.timeouts.items()):
-            if pid not in keys and t is not None and t <= self.watermark and pid in self.docs:
-                out += self._call(pid, [])
-        self.write(_Rows(out), self.batch_id)
+        self.write(_Rows(self.states.micro_batch(events)), self.batch_id)
         self.batch_id += 1
-        if events is not None and len(events):
-            newest = pd.to_datetime(events["event_time"], utc=True).max()
-            self.watermark = max(self.watermark, int(newest.value // 1_000_000))
         self.offset = end
         return end
 
@@ -68,14 +55,3 @@ class LiveJob:
         close = getattr(self.enricher.broker, "close", None)
         if close is not None:
             close()
-
-    def _call(self, pid: int, frames: list[pd.DataFrame]) -> list[dict[str, Any]]:
-        st = LocalGroupState(self.docs.get(pid), self.watermark)
-        rows = state_rows(self.cfg, pid, frames, st)
-        if st.exists:
-            self.docs[pid] = st.get
-            self.timeouts[pid] = st.timeout_ms
-        else:
-            self.docs.pop(pid, None)
-            self.timeouts.pop(pid, None)
-        return rows

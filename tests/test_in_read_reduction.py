@@ -37,7 +37,7 @@ def _engine(reader, monkeypatch, reduce: bool):
     states = run_scan(events, EngineConfig(cluster="r"), Enricher(AlertConfig()), SinkSet(sinks=[published.extend]))
     rows = sorted(json.dumps({k: v for k, v in a.items() if k != "detected_at"}, sort_keys=True, default=str)
                   for a in published)
-    docs = {pid: st.get[0] for pid, st in states.items() if st.exists}
+    docs = {pid: doc[0] for pid, doc in states.items()}
     return len(events), rows, docs
 
 
