@@ -33,17 +33,7 @@ def ref_data_events(
     reduce_from: int | None = None,
     typed: bool = True,
 ) -> pd.DataFrame:
-    """Spans and markers of one read of a data partition (DESIGN §4-§5).
-
-    Spans: per producer id, the transactional data batches between two of its control batches
-    are collapsed into one row. Batches whose CRC is known bad are left out (the caller emits a
-    gap for them). Non-transactional batches (plain or idempotent) never produce a row.
-
-    ``reduce_from``: fold the transactions that open and close within this read, among rows at
-    or after this offset, with :func:`reduce_closed_in_read` (None: keep every row).
-    ``typed=False``: leave the columns untyped (``event_time`` in ms) for a caller that types the
-    whole read once (:func:`streaming.events.to_frame`).
-    """
+    """``normalize.data_events`` as it was before the numpy rewrite (pandas group-bys)."""
     n = len(cols["base_offset"])
     if n == 0:
         return to_frame([])
@@ -113,27 +103,7 @@ def ref_data_events(
 
 
 def ref_reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFrame:
-    """Drop the rows of one read that the producer state cannot tell apart from fewer rows.
-
-    ``rows``: spans and markers of one read of one partition in offset order (one span per
-    producer between two of its markers). Per producer id, among rows at or after
-    ``from_offset`` (a seed snapshot's offset: rows below it are previews under WAVE2 contract A
-    and stay as they are), with M markers it keeps
-
-    * the span before the first marker (it may join a transaction open from an earlier read),
-    * the first marker (it closes that transaction, with its COMMIT/ABORT),
-    * the last marker (the producer's last marker on the partition: offset, epoch, coordinator
-      epoch, timestamp; coordinator epochs only grow on a coordinator partition, so it also
-      carries the producer's highest) and, when that one teaches no coordinator epoch (EMPTY),
-      the last COMMIT/ABORT before it, whose epoch an EMPTY marker inherits (``udfs.pairing``),
-    * the span after the last marker (open at the end of the read; its preceding marker is the
-      last marker, which write-after-marker needs).
-
-    The spans and markers between the first and the last marker are transactions that opened
-    and closed within the read: no later event can reopen them, so the state only needs their
-    number (``folded_txns``) and highest producer epoch (``folded_max_epoch``, EMPTY markers
-    left out as the state leaves them out), both carried by the last marker's row.
-    """
+    """``normalize.reduce_closed_in_read`` as it was before the numpy rewrite."""
     if rows.empty:
         return rows
     is_m = (rows["kind"] == "marker").to_numpy()
