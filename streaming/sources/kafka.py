@@ -455,7 +455,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         reads: dict[str, list[Any]] = {}
         closes: dict[str, list[list[int]]] = {}
         emit: list[str] = []
-        need: list[tuple[str, int, str, int]] = []
+        need: list[tuple[str, int, str, int, int]] = []  # (topic, partition, key, LSO, high watermark)
         follow_after = self.opts["probe_follow_after_ms"]
         cap = self.opts["max_offsets"]
 
@@ -497,10 +497,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                 if m.get("first_ts") is not None and now - m["first_ts"] >= follow_after:
                     follow(k, lso, hw, True)
             else:
-                need.append((t, p, k, lso))
-        hws = {k: o.high_watermark for _, _, k, o in todo}
-        for (_t, _p, k, lso), found in zip(need, self._probe_fetch([(t, p, lso) for t, p, _, lso in need]),
-                                           strict=True):
+                need.append((t, p, k, lso, hw))
+        for (_t, _p, k, lso, hw), found in zip(need, self._probe_fetch([(t, p, lso) for t, p, _, lso, _ in need]),
+                                               strict=True):
             if found is None:  # no answer now: probed again next trigger
                 memo[k] = {"lso": lso, "end": None, "pid": None, "first": None, "first_ts": None}
                 continue
@@ -509,7 +508,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             if first_ts is not None and now - first_ts >= follow_after:
                 # old enough to become a finding: read everything from the LSO from now on, so
                 # every transaction open behind it is seen too (as the full read mode sees it)
-                follow(k, lso, hws[k], True)
+                follow(k, lso, hw, True)
             else:
                 reads[k] = [lso, end, True] + ([note] if note else [])
                 parts[k] = [end, False]
