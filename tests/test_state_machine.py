@@ -294,3 +294,33 @@ def test_state_row_carries_its_evidence():
     assert (ev["view"]["mapped"], ev["view"]["txn_partition"], ev["view"]["record"]["state"]) == (
         True, 1, "CompleteCommit")
     assert ev["thresholds"] == {"max_timeout_ms": 900_000, "padding_ms": 300_000}
+
+
+def lso_passed(lso, pid=7, ts=T0, topic="t", partition=0):
+    return dict(kind="lso_passed", topic=topic, partition=partition, producer_id=pid, lso=lso, event_time_ms=ts)
+
+
+def test_lso_passed_closes_a_probed_transaction_only_once_the_lso_is_above_its_first_offset():
+    """Probe mode (issue 12, detection.md §3 lifecycle): the LSO moving past O's first offset
+    resolves O as ``lso-advanced``; an LSO at O's first offset (O still pins it) changes nothing;
+    the unread closing marker leaves P's last marker unknown."""
+    rows, doc, _ = step([marker(2), data(5, lso=5)], None, T0 + TH + 10_000, cfg=NOCOORD)
+    assert [(r["status"], r["first_offset"]) for r in rows] == [("hanging", 5)]
+    rows, doc, _ = step([lso_passed(5)], doc, T0 + TH + 20_000, cfg=NOCOORD)
+    assert rows == []
+    assert json.loads(doc)["parts"]["t\t0"]["open"]["first_offset"] == 5
+    rows, doc, _ = step([lso_passed(9)], doc, T0 + TH + 30_000, cfg=NOCOORD)
+    assert [(r["status"], r["resolution"], r["first_offset"]) for r in rows] == [("resolved", "lso-advanced", 5)]
+    part = json.loads(doc)["parts"]["t\t0"] if doc else None
+    assert part is None or (part["open"] is None and part["last_marker"] is None)
+
+
+def test_a_probe_window_after_unread_offsets_forgets_the_last_marker_it_knew():
+    """A window starting above what the state last saw of P on tp (``lso`` on the row): P may have
+    had markers in between, so O's previous marker is unknown (rule 2 then comes from the
+    driver's look-back), while a row read contiguously keeps it."""
+    _, doc, _ = step([marker(2, ce=4)], None, T0)
+    _, later, _ = step([data(40, lso=40)], doc, T0)
+    assert json.loads(later)["parts"]["t\t0"]["open"]["prev_marker"] is None
+    _, same, _ = step([data(3, lso=3)], doc, T0)
+    assert json.loads(same)["parts"]["t\t0"]["open"]["prev_marker"]["offset"] == 2
