@@ -50,6 +50,18 @@ snapshot's offset) on every data, marker and progress row of the partition: rows
 ``gap``
     Bytes or lines that could not be read or are missing: ``reason`` and ``source_position``
     say what and where; ``first_offset``/``last_offset`` bound the missing offsets when known.
+    ``crc_failed``: the gap is a batch that failed its CRC (``isvalid: false`` in dump text):
+    never believed, as the broker never applies one (``LogSegment.recover`` →
+    ``RecordBatch.ensureValid``); ``first_offset`` is its base offset. A control batch that fails
+    closes nothing; a ``__transaction_state`` partition with one is incomplete from there on.
+
+Proof facts on progress rows (detection.md §0): ``end_proven`` = this read reached the
+partition's end — live, the high watermark of the read; a log directory listed by txnwatch, its
+newest segment; explicit files or dump text, only when the broker's
+``replication-offset-checkpoint`` / ``recovery-point-offset-checkpoint`` among the inputs names
+exactly the offset the read ended at. ``last_ts`` on a progress row of files and dumps = the
+newest timestamp the read found in the partition (null: no record): the enrichment needs it for
+the currency of coordinator copies (an empty or lagging copy) and for the clock's skew guard.
 
 Per-partition read facts on data/marker/progress rows: ``from_log_start`` = this partition's
 reading began at its log start offset; ``read_from_zero`` = it began at offset 0 and the log start
@@ -119,6 +131,10 @@ EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("log_start_offset", "long"),
     ("reason", "string"),  # gap reason
     ("txn_partition_count", "int"),  # progress of __transaction_state: its partition count n
+    # progress: this read reached the partition's end (detection.md §0: live, the high watermark;
+    # a log directory, its newest segment; explicit files, only as the broker's checkpoint says)
+    ("end_proven", "bool"),
+    ("crc_failed", "bool"),  # gap: a batch that failed its CRC (first_offset = its base offset)
     ("source_position", "string"),  # file and byte/line, or fetch position
     ("event_time", "timestamp"),
     # Set on a read's last marker of a producer when the read folded the transactions that opened

@@ -466,6 +466,7 @@ def gap_event(
     last_offset: int | None = None,
 ) -> dict[str, Any]:
     """A ``gap`` row: unreadable or missing input, with the reason and where it was."""
+    crc = isinstance(error, DecodeError) and error.crc
     if isinstance(error, DecodeError):
         reason = error.reason
         where = f"{error.source or (f'{topic}-{partition}' if topic else '<input>')}"
@@ -476,4 +477,4 @@ def gap_event(
         reason, where = error, None
     return make_row("gap", source=source, cluster=cluster, topic=topic, partition=partition, route_pid=-1,
                     first_offset=first_offset, last_offset=last_offset, reason=reason, source_position=where,
-                    event_time=event_time_ms)
+                    event_time=event_time_ms, crc_failed=True if crc else None)

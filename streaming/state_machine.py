@@ -87,6 +87,8 @@ OUT_FIELDS: tuple[tuple[str, str], ...] = (
     ("txn_partition_count", "int"),  # progress of __transaction_state: its partition count
     ("evidence", "string"),  # alert: JSON {txn, view, ev, thresholds} the driver re-judges (verdict.to_dict)
     ("lagging", "bool"),  # progress rows: the partition was read short of now (i12-live, WAVE2 contract C)
+    ("end_proven", "bool"),  # progress rows: the read reached the partition's end (detection.md §0)
+    ("crc_failed", "bool"),  # gap rows: a batch that failed its CRC
 )
 OUT_NAMES = tuple(n for n, _ in OUT_FIELDS)
 

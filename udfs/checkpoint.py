@@ -17,6 +17,13 @@ from __future__ import annotations
 import re
 
 CHECKPOINT_FILE = "log-start-offset-checkpoint"
+# The same format (``OffsetCheckpointFile``), naming where each partition's log ends as the broker
+# saw it: ``ReplicaManager.HighWatermarkFilename`` (the high watermarks, written by
+# ``ReplicaManager.checkpointHighWatermarks``) and ``LogManager.RecoveryPointCheckpointFile`` (the
+# recovery points, ``LogManager.checkpointRecoveryOffsetsInDir``; equal to the log end offset
+# after a clean shutdown). An explicit file or dump proves it reached tp's end only when one of
+# them names exactly the offset the read ended at (detection.md §0).
+END_CHECKPOINT_FILES = ("replication-offset-checkpoint", "recovery-point-offset-checkpoint")
 VERSION = 0
 _WS = re.compile(r"\s+")
 

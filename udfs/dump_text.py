@@ -419,8 +419,8 @@ class _File:
         k = self.path_kind()
         return k is None or k == "txn_log"
 
-    def error(self, line: int, reason: str, base_offset: int | None = None) -> None:
-        self.errors.append(DecodeError(line, reason, self.p.source, unit="line", base_offset=base_offset))
+    def error(self, line: int, reason: str, base_offset: int | None = None, crc: bool = False) -> None:
+        self.errors.append(DecodeError(line, reason, self.p.source, unit="line", base_offset=base_offset, crc=crc))
 
     # --- batches ---
 
@@ -536,7 +536,7 @@ class _File:
         b.f = d
         if not d["crc_valid"]:
             self.error(n, f"batch at offset {d['base_offset']}: isvalid: false (the tool found a CRC mismatch)",
-                       d["base_offset"])
+                       d["base_offset"], crc=True)
 
     def offset_line(self, n: int, body: str) -> None:
         """``offset: …`` without ``| ``: a legacy (magic 0/1) batch line, or a ≤2.1 deep record line."""
@@ -648,6 +648,10 @@ class _File:
             return
         b.records_seen += 1
         self.records_printed = True
+        if b.f["crc_valid"] == 0 and not b.f["is_control"]:
+            # isvalid: false: the batch was reported as a CRC gap; its records (__transaction_state
+            # values included) are never believed, as the broker never applies such a batch.
+            return
         meta, tail = self._split_tail(rest)
         base = b.f["base_offset"]
         if not meta.strip():

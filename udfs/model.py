@@ -97,6 +97,9 @@ class DecodeError:
     source: str | None = None
     unit: str = "byte"
     base_offset: int | None = None
+    # The batch failed its CRC: Kafka never applies it (``LogSegment.recover`` ->
+    # ``RecordBatch.ensureValid``), so it is a gap at ``base_offset``, not a missing line.
+    crc: bool = False
 
     def describe(self) -> str:
         where = f"{self.source or '<input>'} {self.unit} {self.position}"

@@ -274,6 +274,7 @@ def scan_batches(
                     f"{crc32c(buf[positions[i] + 21 : positions[i] + LOG_OVERHEAD + int(batch_length[i])])}",
                     source,
                     base_offset=int(base_offset[i]),
+                    crc=True,
                 )
             )
     else:

@@ -167,7 +167,7 @@ def _skip_tags(r: _Reader) -> None:
 
 
 _BATCH_COLS = ("position", "base_offset", "is_control", "compression", "batch_size", "record_count", "base_timestamp",
-               "has_delete_horizon", "timestamp_type", "max_timestamp", "partition_leader_epoch")
+               "has_delete_horizon", "timestamp_type", "max_timestamp", "partition_leader_epoch", "crc_valid")
 _TOMBSTONE_VALUE = dict(value_version=None, producer_id=None, producer_epoch=None, txn_timeout_ms=None,
                         txn_state=None, txn_partitions=None, txn_last_update_ts=None, txn_start_ts=None,
                         prev_producer_id=None, next_producer_id=None, client_txn_version=None,
@@ -219,6 +219,8 @@ def decode_batch(buf: memoryview, cols: dict[str, list[Any]], i: int, base_posit
     base_offset = int(cols["base_offset"][i])
     if cols["is_control"][i]:
         return
+    if cols["crc_valid"][i] == 0:
+        return  # failed its CRC (reported by the scan): never believed, as the broker never applies it
     if cols["compression"][i] != 0:
         errors.append(DecodeError(pos + base_position, "compressed __transaction_state batch "
                                   "(the coordinator always writes them uncompressed)", source,

@@ -168,7 +168,9 @@ def decode_txn_log_reduced(
     start = c["position"].astype(np.int64) - base_position
     end = start + c["batch_size"].astype(np.int64)
     count = c["record_count"].astype(np.int64)
-    control = c["is_control"].astype(bool)  # skipped by both decoders
+    # control batches, and batches that failed their CRC (never believed: the broker never applies
+    # one, LogSegment.recover -> RecordBatch.ensureValid), are skipped by both decoders
+    control = c["is_control"].astype(bool) | (c["crc_valid"] == 0)
     # the rest goes to the Python decoder; offsets and timestamps kept far from int64 overflow
     fast_b = ~control & (c["compression"] == 0) & (count <= MAX_RECORDS) & (start >= 0) & (end <= len(buf)) & \
         (np.abs(c["base_offset"]) < 1 << 60) & (np.abs(c["base_timestamp"]) < 1 << 60)
