@@ -102,6 +102,10 @@ class ThresholdsConfig:
     max_timeout_ms: int = 900000
     padding_ms: int = 300000
     evict_after_ms: int = 604800000
+    # The clock of files and dumps (detection.md §2): a timestamp more than this far ahead of the
+    # wall clock, or of the newest timestamp of every other partition, is an outlier (clock_skew),
+    # never the clock; a finding resting on one is unverified (clock-skew).
+    clock_skew_tolerance_ms: int = 3600000
     topics: dict[str, TopicThresholds] = field(default_factory=dict)
 
 

@@ -165,6 +165,7 @@ def data_partition_events(
     log_start_offset: int | None = None,
     progress_position: str | None = None,
     typed: bool = True,
+    end_proven: bool | None = None,
 ) -> pd.DataFrame:
     """Events of one read of a data partition, ending with its progress row.
 
@@ -172,7 +173,9 @@ def data_partition_events(
     caller when it starts there); the pieces are applied to it (batches with a bad CRC skipped,
     batches below ``ctx.snapshot_offset`` too) and, unless ``broker`` gives the partition's
     offsets, it supplies the progress row's high watermark (next offset) and LSO. ``seed``: emit
-    the snapshot's entries as events (first read of the partition only).
+    the snapshot's entries as events (first read of the partition only). ``end_proven``: the
+    read reached the partition's end (detection.md §0; None: the source cannot say). The progress
+    row's ``last_ts`` is the newest timestamp of the read's batches that passed their CRC.
     """
     common = ctx.common
     frames: list[pd.DataFrame] = []
@@ -204,6 +207,12 @@ def data_partition_events(
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
                           lso=offsets.lso, log_start_offset=offsets.log_start_offset,
                           source_position=progress_position, **common)
+    if end_proven is not None:
+        prog["end_proven"] = end_proven
+    newest = [int(p.cols["max_timestamp"][p.cols["crc_valid"] != 0].max(initial=-1)) for p in pieces
+              if len(p.cols["max_timestamp"])]
+    if newest and max(newest) >= 0:
+        prog["last_ts"] = max(newest)
     frames.append(_records_frame([*gaps, prog], typed))
     return _finish(frames, ctx, typed)
 
@@ -257,12 +266,14 @@ def txn_partition_events(
     log_start_offset: int | None = None,
     progress_position: str | None = None,
     typed: bool = True,
+    end_proven: bool | None = None,
 ) -> pd.DataFrame:
     """Events of one read of a ``__transaction_state`` partition, ending with its progress row.
 
     ``replay`` (the records before this read) is advanced in place. Without ``broker`` offsets the
     progress row's high watermark and LSO are the replay's next offset (a coordinator log has no
-    open transactions of its own).
+    open transactions of its own). The progress row's ``last_ts`` is the newest record timestamp
+    of the read (null: no record), ``end_proven`` as for data partitions.
     """
     frames: list[pd.DataFrame] = []
     for piece in pieces:
@@ -277,6 +288,11 @@ def txn_partition_events(
                           source_position=progress_position, **ctx.common)
     prog["coordinator_epoch"] = replay.max_epoch
     prog["txn_partition_count"] = ctx.txn_partition_count
+    if end_proven is not None:
+        prog["end_proven"] = end_proven
+    newest = [r["timestamp"] for piece in pieces for r in piece.records if r.get("timestamp") is not None]
+    if newest:
+        prog["last_ts"] = max(newest)
     frames.append(_records_frame([*gaps, prog], typed))
     return _finish(frames, ctx, typed)
 

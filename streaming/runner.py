@@ -133,7 +133,8 @@ def alert_config(cfg: Config, *, live: bool) -> AlertConfig:
     """The enrichment's settings. ``txn_state_partitions`` only for files and dumps: on the live
     path n comes from the cluster's metadata (progress rows), never from a configured guess."""
     return AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None,
-                       txn_state_partitions=None if live else cfg.coordinator.txn_state_partitions)
+                       txn_state_partitions=None if live else cfg.coordinator.txn_state_partitions,
+                       clock_skew_tolerance_ms=cfg.thresholds.clock_skew_tolerance_ms)
 
 
 def broker_evidence(cfg: Config) -> BrokerEvidence:
@@ -205,6 +206,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
                                       txn_partitions=txn_state_partitions(cfg),
                                       probe_follow_after_ms=follow_after_ms(cfg))
     sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
+    if fmt in ("segments", "dumps"):
+        opts["clock_skew_tolerance_ms"] = str(cfg.thresholds.clock_skew_tolerance_ms)
     if once and fmt == "kafka-txn":
         opts["ride_through_ms"] = str(cfg.kafka.once_ride_through_ms)
     progress = ProgressLogger()

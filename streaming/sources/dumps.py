@@ -4,7 +4,10 @@ files) as a Spark stream or batch. Thin glue over :mod:`streaming.sources.files`
 Options: ``paths`` (JSON list of files: ``txnwatch scan FILE...``) or ``dir`` (a drop directory,
 ``txnwatch run --source dumps``), ``cluster``, ``as_of`` (epoch ms), ``topic``/``partition``
 (for dumps that lost their ``Dumping <path>`` line), ``txn_state_partitions`` (the
-``__transaction_state`` partition count, config ``[coordinator] txn_state_partitions``, default 50).
+``__transaction_state`` partition count, config ``[coordinator] txn_state_partitions``, default 50),
+``log_dirs`` (JSON list of log directories whose files are among ``paths``, listed by txnwatch: their
+partitions' ends are proven, detection.md §0), ``clock_skew_tolerance_ms`` (the clock's skew guard,
+config ``[thresholds] clock_skew_tolerance_ms``, default 1 h).
 
 Drop-directory contract: a file is read once, when it appears under its final name; writers
 create it as ``.name`` or ``name.tmp`` (``.part``, ``.partial``, ``.inprogress``) and rename it
@@ -24,6 +27,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
+from streaming.clock_guard import DEFAULT_TOLERANCE_MS
 from streaming.events import spark_schema, to_arrow
 from streaming.sources.files import inputs_have_coordinator, is_ready, read_files
 
@@ -45,7 +49,10 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
     as_of = options.get("as_of")
     part = options.get("partition")
     n = options.get("txn_state_partitions")
+    tol = options.get("clock_skew_tolerance_ms")
     return {
+        "log_dirs": json.loads(options["log_dirs"]) if options.get("log_dirs") else [],
+        "skew_tolerance_ms": int(tol) if tol not in (None, "", "None") else DEFAULT_TOLERANCE_MS,
         "txn_partitions": int(n) if n not in (None, "", "None") else 50,
         "paths": json.loads(paths) if paths else None,
         "dir": d,
@@ -69,7 +76,8 @@ def _available(opts: dict[str, Any]) -> list[str]:
 
 def _read(p: FilesPartition, opts: dict[str, Any]) -> Iterator[Any]:
     df = read_files(p.files, cluster=opts["cluster"], as_of_ms=opts["as_of"], topic=opts["topic"],
-                    partition=opts["partition"], txn_partitions=opts["txn_partitions"])
+                    partition=opts["partition"], txn_partitions=opts["txn_partitions"], log_dirs=opts["log_dirs"],
+                    skew_tolerance_ms=opts["skew_tolerance_ms"])
     if len(df):
         yield to_arrow(df)
 

@@ -14,6 +14,14 @@ wherever it lies relative to the segments given; batches below its offset still 
 ``Dumping <path>`` line) cannot be placed and is a gap. The log start offset is the first
 segment given (its base offset, or the dump's ``Starting offset``), raised by a
 ``log-start-offset-checkpoint`` file given among the inputs.
+
+What the input proves (detection.md §0), on each partition's progress row: ``end_proven`` when
+the partition's files came from a log directory txnwatch listed itself (``log_dirs``: its newest
+segment is there) or when a ``replication-offset-checkpoint`` / ``recovery-point-offset-checkpoint``
+among the inputs names exactly the offset the read ended at; ``last_ts`` = the newest timestamp
+read. A snapshot above the partition's log end offset is ignored with a gap, as the broker deletes
+it before loading (``ProducerStateManager.truncateAndReload``). The clock is the newest timestamp
+that is not an outlier (:mod:`streaming.clock_guard`).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from streaming.clock_guard import DEFAULT_TOLERANCE_MS, guarded_clock
 from streaming.events import to_frame
 from streaming.normalize import gap_event
 from streaming.partition_read import (
@@ -38,7 +47,7 @@ from streaming.partition_read import (
     txn_partition_events,
 )
 from streaming.sources.logdir import TXN_TOPIC, parse_partition_dir
-from udfs.checkpoint import CHECKPOINT_FILE, parse_log_start_checkpoint
+from udfs.checkpoint import CHECKPOINT_FILE, END_CHECKPOINT_FILES, parse_log_start_checkpoint
 from udfs.dump_text import DumpFile, detect_dump, merge_segments, parse_dump
 from udfs.producer_state import PartitionState
 from udfs.record_batch import scan_batches
@@ -90,6 +99,8 @@ def classify(path: str, head: bytes) -> str:
     ``log-start-offset-checkpoint``) or 'unknown'."""
     if os.path.basename(path) == CHECKPOINT_FILE:
         return "checkpoint"
+    if os.path.basename(path) in END_CHECKPOINT_FILES:
+        return "end_checkpoint"
     if detect_dump(head):
         return "dump"
     if path.endswith(".snapshot"):
@@ -119,18 +130,24 @@ def inputs_have_coordinator(paths: list[str]) -> bool:
 
 
 def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, topic: str | None = None,
-               partition: int | None = None, source: str = "dumps", txn_partitions: int = 50) -> pd.DataFrame:
+               partition: int | None = None, source: str = "dumps", txn_partitions: int = 50,
+               log_dirs: list[str] | None = None, skew_tolerance_ms: int = DEFAULT_TOLERANCE_MS,
+               wall_ms: int | None = None) -> pd.DataFrame:
     """Events of a set of input files, ending with one progress row per partition.
 
     ``txn_partitions``: ``__transaction_state``'s partition count (config
-    ``[coordinator] txn_state_partitions``), carried by its progress rows.
+    ``[coordinator] txn_state_partitions``), carried by its progress rows. ``log_dirs``: log
+    directories given whole (their partitions' newest segments are among the files: end proven).
+    ``skew_tolerance_ms`` / ``wall_ms``: the clock's skew guard (wall clock: now by default).
     """
     gaps: list[dict[str, Any]] = []
     data: dict[tuple[str, int], _Material] = {}
     txn: dict[int, _Material] = {}
     dumps: list[DumpFile] = []
     log_starts: dict[tuple[str, int], int] = {}
-    ts_max = -1
+    ends: dict[tuple[str, int], set[int]] = {}  # what the broker's checkpoints say each log ends at
+    listed: set[tuple[str, int]] = set()  # partitions whose files came from a listed log directory
+    dirs = [os.path.abspath(d) for d in log_dirs or ()]
     common_gap = dict(source=source, cluster=cluster, event_time_ms=0)
 
     for path in paths:
@@ -150,6 +167,14 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
             for k, v in entries.items():
                 log_starts[k] = max(v, log_starts.get(k, v))
             continue
+        if kind == "end_checkpoint":
+            entries, problem = parse_log_start_checkpoint(raw.decode("utf-8", errors="replace"), path)
+            if problem:
+                gaps.append(gap_event(f"end offset checkpoint ignored: {problem}", topic=None, partition=None,
+                                      **common_gap))
+            for k, v in entries.items():
+                ends.setdefault(k, set()).add(v)
+            continue
         if kind == "dump":
             files = parse_dump(raw.decode("utf-8", errors="replace"), source=path, topic=topic, partition=partition)
             for f in files:
@@ -159,6 +184,9 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         owner = parse_partition_dir(os.path.dirname(os.path.abspath(path)))
         t = topic if topic is not None else (owner.topic if owner else None)
         p = partition if partition is not None else (owner.partition if owner else None)
+        if t is not None and p is not None and kind in ("segment", "snapshot") and any(
+                os.path.abspath(path).startswith(d + os.sep) for d in dirs):
+            listed.add((t, p))
         if kind == "unknown" or t is None or p is None:
             why = ("not a kafka-dump-log text, segment or snapshot" if kind == "unknown" else
                    "topic and partition unknown (no <topic>-<partition> parent folder; pass --topic/--partition)")
@@ -224,18 +252,37 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
             gaps.append(gap_event(f"{where} lines {f.first_line}-{f.last_line}: could not tell what was dumped",
                                   topic=f.topic, partition=f.partition, **common_gap))
 
-    # The file clock: newest timestamp anywhere in the input (detection.md §2) unless --as-of.
-    for m in data.values():
-        for s in m.segments:
-            if len(s.cols["max_timestamp"]):
-                ts_max = max(ts_max, int(s.cols["max_timestamp"].max()))
-        for sn in m.snapshots:
-            if not sn.problems:
-                ts_max = max([ts_max] + [e["timestamp"] for e in sn.entries])
-    for m in txn.values():
-        for _b, recs, _src, _e in m.txn:
-            ts_max = max([ts_max] + [r["timestamp"] for r in recs if r.get("timestamp") is not None])
+    # A snapshot above the log end offset is deleted by the broker before it loads the newest one
+    # (ProducerStateManager.truncateAndReload): ignored, with a gap naming it.
+    for (t, p), m in data.items():
+        if not m.segments:
+            continue
+        log_end = _read_end(m.segments)
+        if log_end is None:
+            log_end = max(sg.base for sg in m.segments)
+        for sn in [sn for sn in m.snapshots if sn.offset > log_end]:
+            m.snapshots.remove(sn)
+            g = gap_event(f"producer snapshot at offset {sn.offset} lies above the log end offset {log_end}: "
+                          "ignored, as the broker deletes it before loading (ProducerStateManager.truncateAndReload)",
+                          topic=t, partition=p, **common_gap)
+            g["source_position"] = sn.source
+            gaps.append(g)
+
+    # The file clock (detection.md §2): the newest timestamp of the input that is not an outlier
+    # (streaming.clock_guard), unless --as-of.
+    newest: dict[tuple[str, int], int] = {}
+    for key, m in data.items():
+        ts = [int(sg.cols["max_timestamp"][sg.cols["crc_valid"] != 0].max(initial=-1)) for sg in m.segments]
+        ts += [e["timestamp"] for sn in m.snapshots if not sn.problems for e in sn.entries]
+        newest[key] = max(ts, default=-1)
+    for p, m in txn.items():
+        newest[(TXN_TOPIC, p)] = max((r["timestamp"] for _b, recs, _src, _e in m.txn for r in recs
+                                      if r.get("timestamp") is not None), default=-1)
+    ts_max, _outliers = guarded_clock(newest, wall_ms=wall_ms, tolerance_ms=skew_tolerance_ms)
     clock = as_of_ms if as_of_ms is not None else max(ts_max, 0)
+
+    def end_proven(tp: tuple[str, int], read_end: int | None) -> bool:
+        return tp in listed or (read_end is not None and read_end in ends.get(tp, ()))
 
     frames: list[pd.DataFrame] = []
     known: dict[str, int] = {}  # one map for all coordinator partitions: an id lives in one of them
@@ -248,8 +295,10 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         log_start = max(first, log_starts.get((TXN_TOPIC, p), first))
         ctx = ReadContext(TXN_TOPIC, p, source, cluster, clock, read_from_zero=log_start == 0,
                           txn_partition_count=txn_partitions)
+        read_end = next((pc.next_offset for pc in reversed(pieces) if pc.next_offset is not None), None)
         frames.append(txn_partition_events(ctx, pieces, CoordinatorReplay(known), log_start_offset=log_start,
-                                           progress_position=pieces[-1].source_position))
+                                           progress_position=pieces[-1].source_position,
+                                           end_proven=end_proven((TXN_TOPIC, p), read_end)))
 
     for (t, p), m in sorted(data.items()):
         segs = sorted(m.segments, key=lambda s: s.base)
@@ -271,13 +320,20 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         if not pieces and seed is None:
             continue  # only unusable snapshots: their gaps say so
         frames.append(data_partition_events(ctx, pieces, state=state, seed=seed, log_start_offset=log_start,
-                                            progress_position=segs[-1].source if segs else seed.source_position))
+                                            progress_position=segs[-1].source if segs else seed.source_position,
+                                            end_proven=end_proven((t, p), _read_end(segs))))
 
     for g in gaps:
         g["event_time"] = clock
     frames.append(to_frame(gaps))
     frames = [f for f in frames if len(f)]
     return to_frame(pd.concat(frames, ignore_index=True)) if frames else to_frame([])
+
+
+def _read_end(segs: list[_Segment]) -> int | None:
+    """The offset after the last batch of a partition's segments (None: no batch)."""
+    ends = [int(sg.cols["last_offset"].max()) + 1 for sg in segs if len(sg.cols["last_offset"])]
+    return max(ends) if ends else None
 
 
 def _base_from_name(path: str) -> int | None:

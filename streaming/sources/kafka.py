@@ -687,9 +687,12 @@ class _RangeRead:
         if reset is not None:
             self._gap(reset["reason"], reset["first"], reset["last"])
 
-    def _gap(self, reason: str, first: int | None, last: int | None = None) -> None:
-        self.gaps.append(gap_event(reason, topic=self.topic, partition=self.partition, first_offset=first,
-                                   last_offset=last, **self.common))
+    def _gap(self, reason: str, first: int | None, last: int | None = None, crc: bool = False) -> None:
+        g = gap_event(reason, topic=self.topic, partition=self.partition, first_offset=first,
+                      last_offset=last, **self.common)
+        if crc:
+            g["crc_failed"] = True  # never believed (RecordBatch.ensureValid): the enrichment weighs it
+        self.gaps.append(g)
 
     def fetch_alone(self, w: KafkaWire) -> None:
         """One single-partition Fetch (KafkaWire.fetch: every fault handled, bounded retries)."""
@@ -742,7 +745,8 @@ class _RangeRead:
         chain_broken = any(not e.reason.startswith("CRC-32C") and not e.reason.startswith("control record")
                            for e in scan.errors)
         for e in scan.errors:
-            self._gap(f"{e.reason} (fetch at offset {offset})", e.base_offset if e.base_offset is not None else offset)
+            self._gap(f"{e.reason} (fetch at offset {offset})", e.base_offset if e.base_offset is not None else offset,
+                      crc=e.crc)
         if n_keep:
             self.scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
             self.raws.append(data)
@@ -872,6 +876,7 @@ def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: Coordinato
     row["read_from_zero"] = part.read_from_zero
     if part.lagging:
         row["lagging"] = True
+    row["end_proven"] = not part.lagging  # ListOffsets: nothing beyond the high watermark to read
     return row
 
 
@@ -905,7 +910,7 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             recs = [x for x in recs if part.start <= x["offset"] < part.end]
             pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
         out = txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
-                                   progress_position=position)
+                                   progress_position=position, end_proven=not part.lagging)
         if broker is None:
             _TXN_MEMO.pop((opts["bootstrap"], p), None)
         else:
@@ -916,8 +921,9 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             cols = {k: np.concatenate([s.columns[k] for s in r.scans]) for k in empty_columns()}
             cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
             pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
+        # read to the high watermark it was planned to (live standard, detection.md §0) unless lagging
         out = data_partition_events(ctx, pieces, gaps=r.gaps, broker=broker or Offsets(None, None, None),
-                                    progress_position=position)
+                                    progress_position=position, end_proven=not part.lagging)
     if part.lagging:
         out["lagging"] = pd.array([True] * len(out), dtype="boolean")
     if part.probe:

@@ -132,11 +132,37 @@ def snapshot_candidates(part: PartitionDir) -> list[SnapshotCandidate]:
 
 
 def newest_snapshot(part: PartitionDir) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
-    """The newest readable snapshot of a data partition (detection.md §1) and the corrupt newer
-    ones skipped, as (file, reason). ``__transaction_state`` partitions have none."""
+    """The newest readable snapshot of a data partition (detection.md §1) and the newer ones
+    skipped, as (file, reason): corrupt ones, and ones above the log end offset, which the broker
+    deletes before loading (``ProducerStateManager.truncateAndReload``). ``__transaction_state``
+    partitions have none."""
     if part.is_txn_state:
         return None, []
-    return newest_readable_snapshot(snapshot_candidates(part))
+    cands = snapshot_candidates(part)
+    above: list[tuple[str, str]] = []
+    segs = segments(part)
+    if segs and cands and cands[-1].offset > segs[-1][0]:  # only then can one lie above the end
+        end = log_end_offset(segs)
+        above = [(c.source_position, f"producer snapshot at offset {c.offset} lies above the log end offset "
+                  f"{end}: ignored, as the broker deletes it before loading (ProducerStateManager.truncateAndReload)")
+                 for c in cands if c.offset > end]
+        cands = [c for c in cands if c.offset <= end]
+    seed, skipped = newest_readable_snapshot(cands)
+    return seed, above + skipped
+
+
+def log_end_offset(segs: list[tuple[int, str]]) -> int:
+    """The offset after the last whole batch of a partition's segments (headers only)."""
+    for _base, path in reversed(segs):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        scan = scan_batches(data, validate_crc=False, allow_partial_tail=True)
+        if len(scan):
+            return int(scan.columns["last_offset"].max()) + 1
+    return segs[-1][0]
 
 
 def log_start_offset(part: PartitionDir) -> tuple[int | None, str | None]:
@@ -441,7 +467,7 @@ def read_range(
             pieces.append(TxnPiece(recs, f"{part.name}/{os.path.basename(c.path)}", *_txn_extent(scan)))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
         out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where,
-                                   typed=typed)
+                                   typed=typed, end_proven=reached_end(segs, end))
         memo = acc
     else:
         st = _data_prefix(part, start, validate_crc, seed)
@@ -452,12 +478,37 @@ def read_range(
             pieces.append(BatchPiece(scan.columns, f"{part.name}/{os.path.basename(c.path)}"))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
         out = data_partition_events(ctx, pieces, state=st, seed=seed if start is None else None, gaps=gaps,
-                                    log_start_offset=log_start, progress_position=where, typed=typed)
+                                    log_start_offset=log_start, progress_position=where, typed=typed,
+                                    end_proven=reached_end(segs, end))
         memo = st
     if end is not None:
         with _MEMO_LOCK:
             _MEMO[part.path] = (end, memo)
     return out
+
+
+def reached_end(segs: list[tuple[int, str]], end: tuple[int, int] | None) -> bool:
+    """Did a read ending at ``end`` reach the partition's end (detection.md §0: a log directory's
+    end is its newest segment, the broker's own listing)? True when no whole batch lies after
+    ``end`` in this segment or a newer one (a partial tail is still being written)."""
+    if end is None or not segs:
+        return False
+    for base, path in segs:
+        if base < end[0]:
+            continue
+        pos = end[1] if base == end[0] else 0
+        try:
+            size = os.path.getsize(path)
+            if size - pos < 12:
+                continue
+            with open(path, "rb") as f:
+                f.seek(pos + 8)
+                length = int.from_bytes(f.read(4), "big", signed=True)
+        except OSError:
+            return False
+        if length < 0 or size - pos >= 12 + length:
+            return False  # a whole batch (or bytes that are not one) remains unread
+    return True
 
 
 def _gap_at(where: str, reason: str, part: PartitionDir, common: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ Options: ``path`` (required), ``cluster`` (default ``default``), ``as_of`` (epoc
 clock), ``validate_crc`` (default true), ``max_bytes_per_trigger`` (per data partition;
 ``__transaction_state`` is never throttled), ``txn_state_partitions`` (the
 ``__transaction_state`` partition count, config ``[coordinator] txn_state_partitions``, default 50),
+``clock_skew_tolerance_ms`` (the clock's skew guard, default 1 h: detection.md §2),
 ``input_partitions`` (how many Spark input partitions a micro-batch's reads are packed into,
 default 3 x the driver's CPU count: see below).
 
@@ -42,6 +43,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
+from streaming.clock_guard import DEFAULT_TOLERANCE_MS, guarded_clock
 from streaming.events import arrow_schema, spark_schema, to_frame
 from streaming.sources.logdir import (
     Chunk,
@@ -57,7 +59,7 @@ def plan_offsets(opts: dict[str, Any], start: dict, max_bytes: int | None) -> di
     """Driver side: where each partition's next read ends, and the micro-batch clock."""
     parts = {k: list(v) for k, v in start.get("parts", {}).items()}
     clock = start.get("clock", -1)
-    newest = clock
+    newest_by: dict[str, int] = {}  # per partition, for the skew guard (streaming.clock_guard)
     lagging: list[int] = []
     coord = []
     for part in list_partitions(opts["path"]):
@@ -69,7 +71,7 @@ def plan_offsets(opts: dict[str, Any], start: dict, max_bytes: int | None) -> di
         seen = max(pos[2] if pos else -1, plan.max_ts if plan.max_ts is not None else -1)
         if plan.end is not None:
             parts[part.name] = [*plan.end, seen, _seed_of(pos, plan.seed_offset)]
-        newest = max(newest, seen)
+        newest_by[part.name] = seen
         if plan.more:
             lagging.append(seen)
     if lagging:
@@ -81,9 +83,10 @@ def plan_offsets(opts: dict[str, Any], start: dict, max_bytes: int | None) -> di
         for part in coord:  # nothing lags: the coordinator's newest record is input time too
             pos = parts.get(part.name)
             plan = plan_partition(part, tuple(pos[:2]) if pos else None)
-            if plan.max_ts is not None:
-                newest = max(newest, plan.max_ts)
-        clock = max(clock, newest)
+            newest_by[part.name] = max(pos[2] if pos else -1, plan.max_ts if plan.max_ts is not None else -1)
+        # the newest timestamp that is not an outlier (detection.md §2, revision 3)
+        guarded, _outliers = guarded_clock(newest_by, tolerance_ms=opts.get("skew_tolerance_ms", DEFAULT_TOLERANCE_MS))
+        clock = max(clock, guarded)
     for part in coord:
         pos = parts.get(part.name)
         plan = plan_partition(part, tuple(pos[:2]) if pos else None, cutoff_ts=clock)
@@ -144,7 +147,9 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
     as_of = options.get("as_of")
     mb = options.get("max_bytes_per_trigger")
     n = options.get("txn_state_partitions")
+    tol = options.get("clock_skew_tolerance_ms")
     return {
+        "skew_tolerance_ms": int(tol) if tol not in (None, "", "None") else DEFAULT_TOLERANCE_MS,
         "txn_partitions": int(n) if n not in (None, "", "None") else 50,
         "path": path,
         "cluster": options.get("cluster", "default"),
@@ -229,14 +234,16 @@ class SegmentsBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         plans = []
-        clock = self.opts["as_of"] if self.opts["as_of"] is not None else -1
+        newest: dict[str, int] = {}
         for part in list_partitions(self.opts["path"]):
             plan = plan_partition(part, None)
             if plan.end is None:
                 continue
             plans.append((part, plan))
-            if plan.max_ts is not None and self.opts["as_of"] is None:
-                clock = max(clock, plan.max_ts)
+            newest[part.name] = plan.max_ts if plan.max_ts is not None else -1
+        # the newest timestamp that is not an outlier (detection.md §2, revision 3), unless as_of
+        clock = self.opts["as_of"] if self.opts["as_of"] is not None else \
+            guarded_clock(newest, tolerance_ms=self.opts["skew_tolerance_ms"])[0]
         return pack([SegmentsPartition(p.path, plan.chunks, None, list(plan.end), max(clock, 0), plan.seed_offset)
                      for p, plan in plans], self.opts["groups"])
 
