@@ -20,11 +20,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from streaming.broker_evidence import BrokerEvidence, LookbackResult
+from streaming.clock_guard import DEFAULT_TOLERANCE_MS, is_outlier, wall_clock_ms
 from streaming.verdict import (
     DescribeProducersAnswer,
     EpochEvidence,
     Marker,
     OpenTxn,
+    PartitionProof,
     Thresholds,
     Verdict,
     evidence_from_dict,
@@ -50,6 +52,8 @@ class AlertConfig:
     bootstrap_servers: str | None = None
     tool: str = "kafka-transactions.sh"
     txn_state_partitions: int | None = None
+    # the skew guard of file and dump clocks (detection.md §2; [thresholds] clock_skew_tolerance_ms)
+    clock_skew_tolerance_ms: int = DEFAULT_TOLERANCE_MS
 
 
 def shell_quote(s: str) -> str:
@@ -307,9 +311,19 @@ class Enricher:
 
     ``broker``: the live cluster's answers (:class:`streaming.broker_evidence.BrokerEvidence`);
     None for files and dumps. Its answers are cached per finding key (``answers``).
+
+    What the input proves (detection.md §0), kept per partition from progress and gap rows and
+    handed to every :func:`judge` call as a :class:`PartitionProof` and the coordinator view's
+    currency fields: ``end_proven`` (the latest read reached the partition's end), ``newest_ts``
+    (files and dumps: the newest timestamp read, for empty/lagging coordinator copies and the
+    clock's skew guard), ``crc_gaps`` (offsets of batches that failed their CRC; a
+    ``__transaction_state`` partition with one is incomplete from there on) and ``end_offsets``
+    (``scan --bootstrap-server``: the broker's ListOffsets answer, which proves a file's end and
+    the currency of coordinator copies when it equals where the read ended).
     """
 
-    def __init__(self, cfg: AlertConfig, path: str | None = None, broker: BrokerEvidence | None = None) -> None:
+    def __init__(self, cfg: AlertConfig, path: str | None = None, broker: BrokerEvidence | None = None,
+                 end_offsets: Any = None) -> None:
         self.cfg = cfg
         self.path = path
         self.broker = broker
@@ -324,6 +338,15 @@ class Enricher:
         self.open_txns: dict[str, list[dict[str, Any]]] = {}
         self.clock: int | None = None  # the job's event-time clock as last seen in its output
         self.last_batch_id = -1
+        self.end_proven: dict[str, bool] = {}  # "topic-partition" → its latest read reached its end
+        self.read_end: dict[str, int] = {}  # files and dumps: where the latest read of it ended
+        self.sources: dict[str, str] = {}  # "topic-partition" → source of its latest progress row
+        self.newest_ts: dict[str, int] = {}  # files and dumps: newest timestamp read per partition
+        self.crc_gaps: dict[str, list[int]] = {}  # offsets of batches that failed their CRC
+        # ``scan --bootstrap-server``: callable [(topic, partition)] -> {(topic, partition): end
+        # offset} (ListOffsets latest), asked once per partition; None: no broker to ask.
+        self.end_offsets = end_offsets
+        self.broker_ends: dict[str, int | None] = {}
         text = _read_text(path) if path else None
         if text:
             doc = json.loads(text)
@@ -337,6 +360,12 @@ class Enricher:
             self.open_txns = doc.get("open_txns", {})
             self.clock = doc.get("clock")
             self.last_batch_id = doc.get("last_batch_id", -1)
+            self.end_proven = doc.get("end_proven", {})
+            self.read_end = doc.get("read_end", {})
+            self.sources = doc.get("sources", {})
+            self.newest_ts = doc.get("newest_ts", {})
+            self.crc_gaps = doc.get("crc_gaps", {})
+            self.broker_ends = doc.get("broker_ends", {})
 
     def save(self) -> None:
         if not self.path:
@@ -344,7 +373,9 @@ class Enricher:
         doc = {"partitions": self.partitions, "coord_epochs": self.coord_epochs, "txn_read_ms": self.txn_read_ms,
                "txn_partition_count": self.txn_partition_count, "active": self.active, "pending": self.pending,
                "answers": self.answers, "open_txns": self.open_txns, "clock": self.clock,
-               "last_batch_id": self.last_batch_id}
+               "last_batch_id": self.last_batch_id, "end_proven": self.end_proven, "read_end": self.read_end,
+               "sources": self.sources, "newest_ts": self.newest_ts, "crc_gaps": self.crc_gaps,
+               "broker_ends": self.broker_ends}
         _write_text(self.path, json.dumps(doc))
 
     def observe_open_sets(self, rows: list[dict[str, Any]]) -> None:
@@ -382,6 +413,18 @@ class Enricher:
                 cur[f] = v
             elif f == "lso":
                 cur.pop(f, None)  # unknown now: never publish a stale LSO
+        # the proof facts (detection.md §0): the latest read decides whether tp's end was reached
+        self.end_proven[key] = row.get("end_proven") is True
+        self.sources[key] = row.get("source") or ""
+        if row.get("source") in FILE_SOURCES:
+            # where the read ended: the offset after its last batch (an empty read: its log start)
+            hw = _int(row.get("high_watermark"))
+            hw = hw if hw is not None else _int(row.get("log_start_offset"))
+            if hw is not None:
+                self.read_end[key] = hw
+            ts = _int(row.get("last_ts"))
+            if ts is not None:
+                self.newest_ts[key] = max(self.newest_ts.get(key, ts), ts)
         if row["topic"] != TXN_TOPIC:
             return
         t = _int(row.get("now_ms"))
@@ -398,7 +441,87 @@ class Enricher:
         if n is not None and n > 0:
             self.txn_partition_count = n
 
+    def observe_gaps(self, rows: list[dict[str, Any]]) -> None:
+        """Gap rows: remember where a batch failed its CRC (never believed; detection.md §0)."""
+        for g in rows:
+            if g.get("crc_failed") is not True or g.get("topic") is None or _int(g.get("partition")) is None:
+                continue
+            key = f"{g['topic']}-{int(g['partition'])}"
+            off = _int(g.get("first_offset"))
+            lst = self.crc_gaps.setdefault(key, [])
+            off = off if off is not None else -1
+            if off not in lst:
+                lst.append(off)
+
     # --- the driver's verdict ------------------------------------------------------------------
+
+    def _broker_end(self, key: str) -> int | None:
+        """``scan --bootstrap-server``: the broker's end offset of partition ``key`` (ListOffsets),
+        asked once; None when there is no broker to ask or it did not answer."""
+        if self.end_offsets is None:
+            return None
+        if key not in self.broker_ends:
+            # one ListOffsets round for every partition read and not asked yet
+            keys = [k for k in [key, *self.partitions] if k not in self.broker_ends]
+            tps = [(k.rsplit("-", 1)[0], int(k.rsplit("-", 1)[1])) for k in dict.fromkeys(keys)]
+            try:
+                ans = self.end_offsets(tps) or {}
+            except Exception:  # an unreachable broker proves nothing; never fails the scan
+                ans = {}
+            for t, p in tps:
+                self.broker_ends[f"{t}-{p}"] = ans.get((t, p))
+        return self.broker_ends[key]
+
+    def _end_proven(self, key: str) -> bool:
+        """The latest read of ``key`` reached its end: the source says so (live high watermark,
+        listed log directory, the broker's checkpoint), or the broker's ListOffsets end equals
+        where a file read ended."""
+        if self.end_proven.get(key):
+            return True
+        end = self.read_end.get(key)
+        return end is not None and self.sources.get(key) in FILE_SOURCES and self._broker_end(key) == end
+
+    def _copies_current(self, read: frozenset[int]) -> bool:
+        """Every coordinator copy read is proven current: read live to its high watermark, or its
+        end equals the broker's ListOffsets answer (detection.md §0, revision 3.1). The end of a
+        copied file alone never is: a lagging replica's log directory is complete but behind."""
+        if not read:
+            return False
+        for k in read:
+            key = f"{TXN_TOPIC}-{k}"
+            src = self.sources.get(key)
+            if src == "kafka":
+                if not self.end_proven.get(key):
+                    return False
+            elif src in FILE_SOURCES:
+                end = self.read_end.get(key)
+                if end is None or self._broker_end(key) != end:
+                    return False
+            else:
+                return False
+        return True
+
+    def proof_for(self, row: dict[str, Any], txn: OpenTxn, ev: EpochEvidence) -> PartitionProof:
+        """What the input proves of O's partition (detection.md §0), from progress and gap rows."""
+        key = f"{txn.topic}-{txn.partition}"
+        lower = txn.prev_marker.offset if txn.prev_marker is not None else None
+        gaps = tuple(sorted(g for g in self.crc_gaps.get(key, ()) if lower is None or g > lower or g < 0))
+        files = (row.get("source") or self.sources.get(key)) in FILE_SOURCES
+        # O's first offset is its real one when P's history on tp before it was read: a marker of P
+        # just before it, a snapshot at or below it (or O's own snapshot entry), or tp read from 0.
+        # The live source reads from the LSO, which no open transaction lies below. Otherwise
+        # retention (or an input starting at a later segment) may have taken O's first batches.
+        snap = ev.snapshot
+        start_proven = (not files or bool(row.get("from_snapshot")) or txn.prev_marker is not None
+                        or ev.read_from_zero or (snap is not None and snap.offset <= txn.first_offset))
+        skew = False
+        if files and self.newest_ts:
+            wall = wall_clock_ms()
+            skew = any(is_outlier(ts, key, self.newest_ts, wall_ms=wall,
+                                  tolerance_ms=self.cfg.clock_skew_tolerance_ms)
+                       for ts in (txn.first_ts, txn.last_ts))
+        return PartitionProof(end_proven=self._end_proven(key), crc_gaps=gaps, start_proven=start_proven,
+                              clock_skew=skew)
 
     def read_txn_partitions(self, now_ms: int) -> frozenset[int]:
         """``__transaction_state`` partitions whose latest progress is at or after ``now_ms``."""
@@ -409,18 +532,29 @@ class Enricher:
         doc = json.loads(row["evidence"])
         txn, view, ev = txn_from_dict(doc["txn"]), view_from_dict(doc["view"]), evidence_from_dict(doc["ev"])
         read = self.read_txn_partitions(now_ms)
+        # A coordinator partition with a CRC gap is incomplete from the gap on (detection.md §0).
+        gapped = frozenset(int(k.rsplit("-", 1)[1]) for k, offs in self.crc_gaps.items()
+                           if offs and k.rsplit("-", 1)[0] == TXN_TOPIC)
+        current = bool(read)
+        read = read - gapped
         amax = [self.coord_epochs[f"{TXN_TOPIC}-{k}"] for k in read if f"{TXN_TOPIC}-{k}" in self.coord_epochs]
         n = self.txn_partition_count if self.txn_partition_count is not None else self.cfg.txn_state_partitions
+        files = {k for k in read if self.sources.get(f"{TXN_TOPIC}-{k}") in FILE_SOURCES}
         # "current": a __transaction_state source was read up to now (detection.md §3.1) — known
         # here from its progress rows, whatever the job's configuration expected.
-        view = replace(view, current=bool(read), partition_count=n, read_partitions=read,
-                       all_coordinators_max=max(amax) if amax else None)
+        view = replace(view, current=current, partition_count=n, read_partitions=read,
+                       all_coordinators_max=max(amax) if amax else None,
+                       copies_current=self._copies_current(read), gap_partitions=gapped,
+                       empty_partitions=frozenset(k for k in files if f"{TXN_TOPIC}-{k}" not in self.newest_ts),
+                       newest_ts=tuple(sorted((k, self.newest_ts[f"{TXN_TOPIC}-{k}"]) for k in files
+                                              if f"{TXN_TOPIC}-{k}" in self.newest_ts)))
         note = span = None
         if self.broker is not None:
             txn, ev, note = self._broker_evidence(row["key"], txn, ev)
             if doc.get("probe"):
                 txn, span = self._span(row["key"], txn)
-        v = judge(txn, view, ev, now_ms=now_ms, thresholds=Thresholds(**doc["thresholds"]))
+        v = judge(txn, view, ev, now_ms=now_ms, thresholds=Thresholds(**doc["thresholds"]),
+                  proof=self.proof_for(row, txn, ev))
         return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note, span)
 
     def _span(self, key: str, txn: OpenTxn) -> tuple[OpenTxn, dict[str, Any] | None]:
@@ -502,10 +636,11 @@ class Enricher:
             out.append(alert)
 
     def process(self, raw_alerts: list[dict[str, Any]], progress: list[dict[str, Any]],
-                now_ms: int | None = None) -> list[dict[str, Any]]:
-        """One micro-batch: progress first (same-batch enrichment), then the state's alert rows,
-        then every other open finding re-judged with the newest global facts, then resolutions by
-        LSO movement. Returns the alert objects to publish, in order."""
+                now_ms: int | None = None, gaps: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """One micro-batch: gaps and progress first (same-batch enrichment), then the state's alert
+        rows, then every other open finding re-judged with the newest global facts, then
+        resolutions by LSO movement. Returns the alert objects to publish, in order."""
+        self.observe_gaps(gaps or [])
         for p in progress:
             self.observe_progress(p)
         for r in list(progress) + list(raw_alerts):

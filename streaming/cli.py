@@ -65,6 +65,43 @@ def _has_txn_state(paths: list[str]) -> bool:
     return False
 
 
+_DUMPED_TXN_PARTITION = re.compile(rb"Dumping [^\n]*__transaction_state-(\d+)[/\\]")
+
+
+def check_txn_partition_count(paths: list[str], n: int, *, topic: str | None = None,
+                              partition: int | None = None) -> None:
+    """Stop the scan when an input holds ``__transaction_state-k`` with k >= n (detection.md §0):
+    the configured partition count is wrong, and a view "complete" over 0..n-1 would prove nothing.
+    Looks at log directories' folders, files' parent folders and dump text's ``Dumping`` lines."""
+    import mmap
+
+    from streaming.sources.logdir import TXN_TOPIC, list_partitions, parse_partition_dir
+
+    def fail(k: int, where: str) -> None:
+        raise UsageError(f"{where}: {TXN_TOPIC}-{k} is outside the configured partition count "
+                         f"txn_state_partitions = {n} (partitions 0..{n - 1}); set [coordinator] "
+                         f"txn_state_partitions to the brokers' transaction.state.log.num.partitions (at least {k + 1})")
+
+    if topic == TXN_TOPIC and partition is not None and partition >= n:
+        fail(partition, "--partition")
+    for p in paths:
+        if os.path.isdir(p):
+            for part in list_partitions(p):
+                if part.is_txn_state and part.partition >= n:
+                    fail(part.partition, part.path)
+            continue
+        owner = parse_partition_dir(os.path.dirname(os.path.abspath(p)))
+        if owner is not None and owner.topic == TXN_TOPIC and owner.partition >= n and topic is None:
+            fail(owner.partition, p)
+        try:
+            with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                for m in _DUMPED_TXN_PARTITION.finditer(mm):
+                    if int(m.group(1)) >= n:
+                        fail(int(m.group(1)), p)
+        except (OSError, ValueError):
+            continue  # empty or unreadable: read_files reports it as a gap
+
+
 def _sort_findings(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(alerts, key=lambda a: (a["topic"], a["partition"], a["first_offset"], a["producer_id"]))
 
@@ -99,7 +136,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
         spark = spark_session(master=args.master or cfg.streaming.master,
                               conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
     findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark, topic=args.topic,
-                                partition=args.partition, engine=engine)
+                                partition=args.partition, engine=engine,
+                                end_offsets=broker_end_offsets(cfg) if args.bootstrap_server else None)
     for g in gaps:
         sys.stderr.write(f"gap: {g.get('source_position') or g.get('topic')}: {g.get('reason')}\n")
     if quality:
@@ -141,9 +179,37 @@ def _input_bytes(paths: list[str]) -> int:
     return total
 
 
+def broker_end_offsets(cfg: Config):
+    """``scan --bootstrap-server``: a ListOffsets lookup of partitions' end offsets (high
+    watermarks, ``KafkaWire.offsets_available``), for the enrichment: where a file or dump read
+    ended exactly there, its end is proven, and coordinator copies that all end there are current
+    (detection.md §0). Connects on first use; an unreachable broker proves nothing (logged)."""
+    from streaming.sources.kafka_security import kafka_python_kwargs
+    from streaming.sources.kafka_wire import KafkaWire
+
+    k = cfg.kafka
+    state: dict[str, Any] = {}
+
+    def ask(tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        if "wire" not in state:
+            state["wire"] = KafkaWire(k.bootstrap_servers, client_id=k.client_id, retries=1,
+                                      request_timeout_ms=min(k.request_timeout_ms, 10000),
+                                      **kafka_python_kwargs(k.security()))
+        try:
+            offs, unavailable = state["wire"].offsets_available(tps)
+        except Exception as exc:
+            log.warning("scan: ListOffsets from %s failed (%s): ends of files stay unproven", k.bootstrap_servers, exc)
+            raise
+        for tp, why in unavailable.items():
+            log.warning("scan: no end offset for %s-%s from %s: %s", tp[0], tp[1], k.bootstrap_servers, why)
+        return {tp: o.high_watermark for tp, o in offs.items() if not o.deleted and o.high_watermark >= 0}
+
+    return ask
+
+
 def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: int | None = None,
                master: str | None = None, spark=None, topic: str | None = None, partition: int | None = None,
-               engine: str = "spark") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+               engine: str = "spark", end_offsets: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The one-shot scan: the streaming job run with an available-now trigger over the inputs.
 
     Returns (findings = active late/hanging alerts sorted by topic, partition, first offset;
@@ -151,6 +217,7 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
     which detects dump text, segments and snapshots by content. ``cfg``: the :class:`Config` (or a
     document as :func:`streaming.config.load` returns it). ``engine="local"`` runs the same reads,
     state function and writer in this process without Spark (:mod:`streaming.local_engine`).
+    ``end_offsets``: the broker's ListOffsets lookup (:func:`broker_end_offsets`), or None.
     """
     from streaming.alerts import AlertConfig
     from streaming.pipeline import SinkSet
@@ -165,10 +232,12 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
         ensure_java()
         spark = spark or spark_session(master=master or cfg.streaming.master,
                                        conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
+    check_txn_partition_count(paths, cfg.coordinator.txn_state_partitions, topic=topic, partition=partition)
     dirs = [p for p in paths if os.path.isdir(p)]
     files = [p for p in paths if not os.path.isdir(p)]
     alert_cfg = AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None,
-                            txn_state_partitions=cfg.coordinator.txn_state_partitions)
+                            txn_state_partitions=cfg.coordinator.txn_state_partitions,
+                            clock_skew_tolerance_ms=cfg.thresholds.clock_skew_tolerance_ms)
     gaps: list[dict[str, Any]] = []
     findings: dict[str, dict[str, Any]] = {}
     jobs: list[tuple[str, dict[str, str], bool]] = []
@@ -180,18 +249,23 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
 
         # Mixed inputs: every file of the given log dirs joins the loose files, so that one
         # engine run sees the coordinator records and the data together.
+        from udfs.checkpoint import CHECKPOINT_FILE, END_CHECKPOINT_FILES
+
         for d in dirs:
             for root, _sub, names in os.walk(d):
                 files += [os.path.join(root, n) for n in sorted(names)
-                          if n.endswith((".log", ".snapshot")) or n == "log-start-offset-checkpoint"]
+                          if n.endswith((".log", ".snapshot")) or n in (CHECKPOINT_FILE, *END_CHECKPOINT_FILES)]
+        # log_dirs: listed here, so their partitions' newest segments are among the files (§0)
         opts = {"paths": json.dumps([os.path.abspath(f) for f in files]), "cluster": cfg.cluster,
-                "txn_state_partitions": txn_state_partitions(cfg)}
+                "txn_state_partitions": txn_state_partitions(cfg),
+                "log_dirs": json.dumps([os.path.abspath(d) for d in dirs])}
         if topic is not None:
             opts["topic"] = topic
         if partition is not None:
             opts["partition"] = str(partition)
         jobs.append(("dumps", opts, inputs_have_coordinator(files)))
     for fmt, opts, coord in jobs:
+        opts["clock_skew_tolerance_ms"] = str(cfg.thresholds.clock_skew_tolerance_ms)
         if as_of_ms is not None:
             opts["as_of"] = str(as_of_ms)
         ecfg = engine_config(cfg, coordinator_available=coord)
@@ -200,11 +274,12 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
             sinks = SinkSet(on_batch=[lambda _b, s: gaps.extend(s["gaps"])])
             sink_file = os.path.join(ck, "txnwatch-sink.json")
             if engine == "local":
-                _scan_local(fmt, opts, ecfg, alert_cfg, sinks, sink_file)
+                _scan_local(fmt, opts, ecfg, alert_cfg, sinks, sink_file, end_offsets)
             else:
                 from streaming.pipeline import start_query
 
-                q = start_query(spark, fmt, opts, ecfg, alert_cfg, sinks, ck, trigger={"availableNow": True})
+                q = start_query(spark, fmt, opts, ecfg, alert_cfg, sinks, ck, trigger={"availableNow": True},
+                                end_offsets=end_offsets)
                 q.awaitTermination()
                 _log_state(q)
             from streaming.alerts import Enricher
@@ -217,7 +292,8 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
     return _sort_findings(list(findings.values())), gaps
 
 
-def _scan_local(fmt: str, opts: dict[str, str], ecfg, alert_cfg, sinks, sink_file: str) -> None:
+def _scan_local(fmt: str, opts: dict[str, str], ecfg, alert_cfg, sinks, sink_file: str,
+                end_offsets: Any = None) -> None:
     from streaming.alerts import Enricher
     from streaming.local_engine import read_source, run_scan
 
@@ -225,7 +301,7 @@ def _scan_local(fmt: str, opts: dict[str, str], ecfg, alert_cfg, sinks, sink_fil
         from streaming.sources.segments import SegmentsBatchReader as Reader
     else:
         from streaming.sources.dumps import DumpsBatchReader as Reader
-    run_scan(read_source(Reader(opts)), ecfg, Enricher(alert_cfg, sink_file), sinks)
+    run_scan(read_source(Reader(opts)), ecfg, Enricher(alert_cfg, sink_file, end_offsets=end_offsets), sinks)
 
 
 def _log_state(query) -> None:
@@ -288,7 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--as-of", help="evaluation time (epoch ms or ISO-8601); default: newest timestamp in the input")
     s.add_argument("--max-timeout-ms", type=int)
     s.add_argument("--padding-ms", type=int)
-    s.add_argument("--bootstrap-server", help="bootstrap servers written into the abort commands")
+    s.add_argument("--bootstrap-server", help="bootstrap servers written into the abort commands, and asked "
+                   "for the partitions' end offsets (ListOffsets): a dump or file read that ends there is proven "
+                   "complete, and coordinator copies that do are proven current")
     s.add_argument("--cluster")
     s.add_argument("--topic", help="topic of dump text that lost its 'Dumping <path>' line (with --partition)")
     s.add_argument("--partition", type=int, help="partition of such dump text (with --topic)")

@@ -212,7 +212,7 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
         now = max([r["now_ms"] for r in rows if r.get("now_ms") is not None] or [enricher.clock or 0]) or None
         records = availability.observe(gaps, progress, enricher.active, now)
         availability.apply_holds(enricher)
-        alerts = enricher.process(raw, progress)
+        alerts = enricher.process(raw, progress, gaps=gaps)
         if enricher.broker is not None:
             from streaming.broker_confirm import annotate
 
@@ -240,12 +240,14 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
 
 def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineConfig, alert_cfg: AlertConfig,
                 sinks: SinkSet, checkpoint: str, *, trigger: dict[str, Any] | None = None,
-                query_name: str | None = None, broker: BrokerEvidence | None = None):
+                query_name: str | None = None, broker: BrokerEvidence | None = None, end_offsets: Any = None):
     """Start the streaming job; returns the StreamingQuery. ``broker``: the live cluster's answers
-    for the enrichment (None for files and dumps)."""
+    for the enrichment (None for files and dumps); ``end_offsets``: ``scan --bootstrap-server``'s
+    ListOffsets lookup (:class:`streaming.alerts.Enricher`)."""
     events = spark.readStream.format(source_format).options(**options).load()
     out = detect(events, cfg)
-    enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json", broker=broker)
+    enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json", broker=broker,
+                        end_offsets=end_offsets)
     availability = Availability(checkpoint.rstrip("/") + "/txnwatch-availability.json")
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
         make_batch_writer(enricher, sinks, availability))

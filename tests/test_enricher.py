@@ -30,10 +30,14 @@ def coord(state, partitions, *, txn_partition, pid=7, epoch=0, updated=T0):
 
 
 def txn_progress(now, partitions, n=3, leader_epochs=None):
-    """Progress rows of __transaction_state partitions read up to ``now`` (leader epoch per partition)."""
+    """Progress rows of __transaction_state partitions read live up to ``now`` to their high
+    watermark (leader epoch per partition), and of data partition t-0 read to its high watermark:
+    the proof detection.md §0 asks of a verified finding (a read that reached the end)."""
     return [{"topic": "__transaction_state", "partition": k, "now_ms": now, "txn_partition_count": n,
-             "coordinator_epoch": (leader_epochs or {}).get(k, 5), "high_watermark": 10, "lso": 10}
-            for k in partitions]
+             "coordinator_epoch": (leader_epochs or {}).get(k, 5), "high_watermark": 10, "lso": 10,
+             "source": "kafka", "end_proven": True}
+            for k in partitions] + [{"topic": "t", "partition": 0, "now_ms": now, "source": "kafka",
+                                     "end_proven": True, "high_watermark": 11}]
 
 
 def state_rows(events, now, pid=7):
@@ -162,7 +166,9 @@ def test_file_inputs_coordinator_partitions_stay_read_while_the_clock_moves():
     # segments read in several micro-batches: __transaction_state (never throttled) was read whole
     # in the first one, at an earlier clock than the finding's
     rows = state_rows([data(10)], NOW)
-    early = [dict(r, source="segments") for r in txn_progress(NOW - 60_000, [0, 1, 2])]
+    # (each copy's newest record is after O's first write, so none is empty or behind: §0 rev 3.1;
+    # a log directory listed by txnwatch: its newest segment proves t-0's end)
+    early = [dict(r, source="segments", last_ts=T0 + 1) for r in txn_progress(NOW - 60_000, [0, 1, 2])]
     assert brief(Enricher(AlertConfig()).process(rows, early)) == [
         ("hanging", "coordinator-unaware", True, 5, "all-coordinators-max", None, True)]
     # the live path: a coordinator partition last read before now lags
