@@ -275,7 +275,8 @@ def _txn_key_value(rec: Mapping[str, Any], gen: tuple[int, int]) -> tuple[str, s
                  f"txnTimeoutMs={rec['txn_timeout_ms']}")
 
 
-def _txn_log(records: Sequence[Mapping[str, Any]], gen: tuple[int, int], path: str) -> str:
+def _txn_log(records: Sequence[Mapping[str, Any]], gen: tuple[int, int], path: str,
+             invalid_offsets: frozenset[int] = frozenset()) -> str:
     rows: list[dict[str, Any]] = []
     recs: list[list[_Record]] = []
     position = 0
@@ -292,7 +293,8 @@ def _txn_log(records: Sequence[Mapping[str, Any]], gen: tuple[int, int], path: s
         row = dict.fromkeys(BATCH_COLUMNS, 0)
         row.update(position=position, base_offset=rec["offset"], last_offset=rec["offset"], batch_size=size,
                    partition_leader_epoch=rec["coordinator_epoch"] if rec["coordinator_epoch"] is not None else 0,
-                   crc=0, crc_valid=1, compression=0, timestamp_type=0, is_transactional=False, is_control=False,
+                   crc=0, crc_valid=0 if rec["offset"] in invalid_offsets else 1, compression=0, timestamp_type=0,
+                   is_transactional=False, is_control=False,
                    has_delete_horizon=False, base_timestamp=rec["timestamp"], max_timestamp=rec["timestamp"],
                    producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=1)
         rows.append(row)
@@ -334,11 +336,14 @@ def _snapshot_line(e: Mapping[str, Any], gen: tuple[int, int]) -> str:
 
 
 def render(kind: str, items: Any, generation: str, *, deep: bool = True, print_data: bool = True,
-           path: str | None = None, trailing_bytes: int = 0, skip_record_metadata: bool = False) -> str:
+           path: str | None = None, trailing_bytes: int = 0, skip_record_metadata: bool = False,
+           invalid_offsets: frozenset[int] = frozenset()) -> str:
     """Dump text for ``kind`` "data" (``items`` = batch table or list of batch-row dicts; control
     batches with records need ``control_type`` ABORT/COMMIT or a KRaft type), "txn_log" (``items`` =
     transaction records with ``udfs.model.TXN_RECORD_KEYS``; one single-record batch per record)
-    or "snapshot" (``items`` = snapshot entries), as ``generation`` prints it."""
+    or "snapshot" (``items`` = snapshot entries), as ``generation`` prints it. ``invalid_offsets``
+    ("txn_log"): records whose batch failed its CRC; the tool prints their batch line with
+    ``isvalid: false`` (``DumpLogSegments`` prints ``batch.isValid``) and the records after it."""
     gen = version(generation)
     if kind == "data":
         rows = _rows(items)
@@ -353,7 +358,7 @@ def render(kind: str, items: Any, generation: str, *, deep: bool = True, print_d
         if path is None:
             start = items[0]["offset"] if items else 0
             path = f"/var/lib/kafka/data/__transaction_state-30/{start:020d}.log"
-        return _txn_log(items, gen, path)
+        return _txn_log(items, gen, path, invalid_offsets)
     if kind == "snapshot":
         path = path or "/var/lib/kafka/data/orders-0/00000000000000000008.snapshot"
         return "\n".join([f"Dumping {path}"] + [_snapshot_line(e, gen) for e in items]) + "\n"
@@ -388,8 +393,14 @@ def render_log_dir(root: Any, out_dir: Any, generation: str, *, snapshots: bool 
             data = open(path, "rb").read()
             shown = f"/var/lib/kafka/data/{part.name}/{base:020d}.log"
             if part.is_txn_state:
-                recs, _ = decode_txn_log_segment(data)
-                texts.append(render("txn_log", recs, generation, path=shown))
+                # every record, also those of a batch that fails its CRC: the tool prints them
+                # after that batch's "isvalid: false" line
+                recs, _ = decode_txn_log_segment(data, validate_crc=False)
+                cols = scan_batches(data).columns
+                bad = frozenset(r["offset"] for r in recs for i in range(len(cols["base_offset"]))
+                                if not cols["crc_valid"][i] and cols["base_offset"][i] <= r["offset"]
+                                <= cols["last_offset"][i])
+                texts.append(render("txn_log", recs, generation, path=shown, invalid_offsets=bad))
             else:
                 texts.append(render("data", scan_batches(data).columns, generation, path=shown))
         if snapshots and not part.is_txn_state:

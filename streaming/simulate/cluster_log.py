@@ -66,6 +66,7 @@ from streaming.simulate.encode import (
     encode_txn_value_v1,
 )
 from streaming.simulate.producers import IdempotentProducer, TransactionalProducer
+from udfs.checkpoint import END_CHECKPOINT_FILES
 from udfs.partitioning import txn_state_partition
 
 _ATTR_LOG_APPEND_TIME = 0x08
@@ -964,7 +965,29 @@ class ClusterLog:
                     f.unlink()
                 d.rmdir()
                 removed.append(n)
+        if (self.root / END_CHECKPOINT_FILES[0]).exists():
+            self.write_end_checkpoints()  # the broker checkpoints only the partitions it hosts
         return sorted(removed)
+
+    def write_end_checkpoints(self) -> None:
+        """The log dir's end-offset checkpoints, as a cleanly stopped broker leaves them: the high
+        watermark of every partition it hosts in ``replication-offset-checkpoint``
+        (``ReplicaManager.checkpointHighWatermarks``; a single-replica log's high watermark is its
+        log end offset) and the recovery points in ``recovery-point-offset-checkpoint``
+        (``LogManager.checkpointRecoveryOffsetsInDir``; after a clean shutdown the log end offset).
+        Format of ``OffsetCheckpointFile``: version 0, count, ``topic partition offset`` lines.
+        They prove to a reader of copied files where each log ended (detection.md §0)."""
+        self.flush()
+        ends: dict[tuple[str, int], int] = {}
+        for d in self.root.iterdir():
+            if d.is_dir() and d.name.startswith(f"{TXN_STATE_TOPIC}-"):
+                ends[(TXN_STATE_TOPIC, int(d.name.rsplit("-", 1)[1]))] = 0  # hosted, never written
+        for part in self._partitions.values():
+            if part.dir.exists():
+                ends[(part.topic, part.partition)] = part.next_offset
+        lines = [f"{t} {p} {o}" for (t, p), o in sorted(ends.items())]
+        for name in END_CHECKPOINT_FILES:
+            (self.root / name).write_text("\n".join(["0", str(len(lines)), *lines]) + "\n")
 
     # -- compaction -------------------------------------------------------------------------------
 

@@ -82,7 +82,8 @@ def finding(
 
 
 def finding_from_log(
-    c: ClusterLog, status: str, cause: str, topic: str, partition: int, producer_id: int, first_offset: int
+    c: ClusterLog, status: str, cause: str, topic: str, partition: int, producer_id: int, first_offset: int,
+    verified: bool = True,
 ) -> dict[str, Any]:
     """An expected finding whose epochs are read off the written log (:meth:`ClusterLog.abort_params`).
 
@@ -101,6 +102,7 @@ def finding_from_log(
         first_offset,
         ap["coordinator_epoch"],
         ap["coordinator_epoch_source"],
+        verified,
     )
 
 
@@ -121,6 +123,7 @@ def _finish(
     hb.send("heartbeat", 0, 1)
     hb.commit()
     c.flush()
+    c.write_end_checkpoints()  # as a broker's log dir holds them (copied with the files, they prove the ends)
     return Scenario(name, c.root, c.max_timestamp, expected, description, c, dict(notes))
 
 
@@ -404,7 +407,11 @@ def scenario_coordinator_stuck(
     p = c.producer("never-timed-out", 1)
     p.begin()
     first = p.send("orders", 0, 3)
-    exp = [finding("late", "coordinator-stuck", "orders", 0, p.producer_id, 0, first, 0, "log-start")]
+    # Unverified (detection.md §0, revision 3.1): the coordinator wrote Ongoing before the first
+    # batch (AddPartitionsToTxn precedes Produce), so the copy's newest record is older than O's
+    # first write: from files it cannot show it is current (coordinator-copy-behind).
+    exp = [finding("late", "coordinator-stuck", "orders", 0, p.producer_id, 0, first, 0, "log-start",
+                   verified=False)]
     return _finish(c, "coordinator-stuck", exp, "Ongoing transaction the coordinator does not abort")
 
 
@@ -534,7 +541,12 @@ def scenario_txn_state_compacted(
             0,
             "log-start",
         ),
-        finding("hanging", "coordinator-unaware", "orders", 1, gone.producer_id, 0, zf, 0, "log-start"),
+        # Compaction removed every record of ``gone``'s id: nothing maps P, so every coordinator
+        # partition should cover it, and the 48 never written are empty copies that cannot show
+        # they are current (detection.md §0, revision 3.1): the view proves nothing, only the
+        # coordinator could say (exceeds-max-timeout, unverified) until a broker answers.
+        finding("hanging", "exceeds-max-timeout", "orders", 1, gone.producer_id, 0, zf, 0, "log-start",
+                verified=False),
     ]
     return _finish(c, "txn-state-compacted", exp, "__transaction_state after compaction")
 
@@ -620,10 +632,13 @@ def scenario_retention_restart(
     if not q_first < p_first < log_start <= p_later:  # pragma: no cover - layout premise
         raise ScenarioError("retention-restart layout does not satisfy its own premise")
     exp = [
+        # Unverified (detection.md §0, revision 3.1): the ids' newest coordinator records (their
+        # CompleteCommit) are older than the zombies' first writes; from files a copy that old may
+        # be a lagging replica missing the record that covers them (coordinator-copy-behind).
         finding("hanging", "coordinator-finished-without-partition", "orders", 0, q.producer_id, 0, q_first, 3,
-                "snapshot", data_deleted=True),
+                "snapshot", verified=False, data_deleted=True),
         finding("hanging", "coordinator-finished-without-partition", "orders", 0, p.producer_id, 0, p_first, 3,
-                "snapshot", data_deleted=True),
+                "snapshot", verified=False, data_deleted=True),
     ]
     return _finish(c, "retention-restart", exp, "retention and a broker restart: newest snapshot after the first "
                    "segment, a transaction whose batches are all deleted", hand_epochs=True, log_start=log_start,
@@ -662,8 +677,11 @@ def scenario_txn_leader_epoch_bump(
     c.delete_segments_below("orders", 0, first)
     if (c.leader_epoch("__transaction_state", p.txn_partition), p.coordinator_epoch) != (4, 3):  # pragma: no cover
         raise ScenarioError("leader epoch bump did not keep the coordinator epoch")
+    # Unverified (detection.md §1, §0): retention deleted everything of orders-0 before the zombie
+    # batch and there is no snapshot, so nothing read proves the transaction did not begin in a
+    # deleted segment (start-offset-not-proven): the broker's ProducerStateEntry may start lower.
     exp = [finding("hanging", "coordinator-finished-without-partition", "orders", 0, p.producer_id, 0, first, 3,
-                   "producer-last-marker")]
+                   "producer-last-marker", verified=False)]
     return _finish(c, "txn-leader-epoch-bump", exp, "__transaction_state leader epoch 3->4 without a coordinator "
                    "change; orders-0 read from above 0", hand_epochs=True)
 
@@ -818,7 +836,8 @@ def scenario_random_mix(
         tp = fault_tp()
         p.begin()
         off = p.send(*tp, 1)
-        expected.append(finding_from_log(c, "late", "coordinator-stuck", *tp, p.producer_id, off))
+        # its copy's newest record (Ongoing, written before the batch) predates O: unverified (§0)
+        expected.append(finding_from_log(c, "late", "coordinator-stuck", *tp, p.producer_id, off, verified=False))
 
     prods = [
         c.producer(f"app-{i}", rng.choice((0, 0, 1, 2)), initial_epoch=rng.randint(0, 50))
