@@ -296,9 +296,19 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         ctx = ReadContext(TXN_TOPIC, p, source, cluster, clock, read_from_zero=log_start == 0,
                           txn_partition_count=txn_partitions)
         read_end = next((pc.next_offset for pc in reversed(pieces) if pc.next_offset is not None), None)
-        frames.append(txn_partition_events(ctx, pieces, CoordinatorReplay(known), log_start_offset=log_start,
-                                           progress_position=pieces[-1].source_position,
-                                           end_proven=end_proven((TXN_TOPIC, p), read_end)))
+        events = txn_partition_events(ctx, pieces, CoordinatorReplay(known), log_start_offset=log_start,
+                                      progress_position=pieces[-1].source_position,
+                                      end_proven=end_proven((TXN_TOPIC, p), read_end))
+        if first > 0:
+            # A compacted log keeps offset 0 (LogCleaner.cleanSegments writes a cleaned group under
+            # its first segment's base offset; __transaction_state takes no DeleteRecords): a copy
+            # starting above 0 lacks its oldest segments, where P's record may be. Not read: no
+            # progress row, so the coordinator view counts it missing (detection.md §0, §3.1).
+            gaps.append(gap_event(f"{TXN_TOPIC}-{p} given from offset {first} only: its segments below are missing, "
+                                  "so the partition is not counted as read", topic=TXN_TOPIC, partition=p,
+                                  **common_gap))
+            events = events[events["kind"] != "progress"]
+        frames.append(events)
 
     for (t, p), m in sorted(data.items()):
         segs = sorted(m.segments, key=lambda s: s.base)
@@ -319,15 +329,37 @@ def read_files(paths: list[str], *, cluster: str, as_of_ms: int | None = None, t
         pieces = [BatchPiece(s.cols, s.source, s.position_format) for s in segs]
         if not pieces and seed is None:
             continue  # only unusable snapshots: their gaps say so
+        holes = _holes(segs)
+        for prev, nxt, missing in holes:
+            # Segments follow each other (a roll starts the next at the log end offset): offsets
+            # between them are a segment not given, where a marker closing O could be.
+            gaps.append(gap_event(f"{t}-{p}: offsets {missing[0]}..{missing[1]} between {prev.source} and "
+                                  f"{nxt.source} are missing (a segment not given): the read is not complete",
+                                  topic=t, partition=p, first_offset=missing[0], last_offset=missing[1],
+                                  **common_gap))
         frames.append(data_partition_events(ctx, pieces, state=state, seed=seed, log_start_offset=log_start,
                                             progress_position=segs[-1].source if segs else seed.source_position,
-                                            end_proven=end_proven((t, p), _read_end(segs))))
+                                            end_proven=not holes and end_proven((t, p), _read_end(segs))))
 
     for g in gaps:
         g["event_time"] = clock
     frames.append(to_frame(gaps))
     frames = [f for f in frames if len(f)]
     return to_frame(pd.concat(frames, ignore_index=True)) if frames else to_frame([])
+
+
+def _holes(segs: list[_Segment]) -> list[tuple[_Segment, _Segment, tuple[int, int]]]:
+    """(segment, next segment, (first, last) missing offset) for each pair of consecutive segments
+    (base offset order) with offsets between the end of the one and the base of the next. A
+    compacted topic can show such a hole legitimately (the cleaner drops batches); it then costs
+    proof, never a wrong verdict."""
+    out = []
+    for prev, nxt in zip(segs, segs[1:], strict=False):
+        end = _read_end([prev])
+        end = prev.base if end is None else end
+        if nxt.base > end:
+            out.append((prev, nxt, (end, nxt.base - 1)))
+    return out
 
 
 def _read_end(segs: list[_Segment]) -> int | None:
