@@ -175,3 +175,25 @@ def test_file_inputs_coordinator_partitions_stay_read_while_the_clock_moves():
     live = [dict(r, source="kafka") for r in txn_progress(NOW - 60_000, [0, 1, 2])]
     assert brief(Enricher(AlertConfig()).process(rows, live)) == [
         ("hanging", "exceeds-max-timeout", False, None, "unknown", [0, 1, 2], False)]
+
+
+def test_live_proof_a_read_short_of_the_high_watermark_and_a_crc_gap_in_a_coordinator_partition():
+    # detection.md §0, live path: t-0's end is proven by a read to its high watermark; a progress
+    # row without that proof (end_proven false) leaves the finding unverified
+    # (newest-segment-not-proven). The coordinator partitions were read to their high watermarks:
+    # the copies are current without any timestamp comparison.
+    rows = state_rows([data(10)], NOW)
+    e = Enricher(AlertConfig())
+    short = [dict(r, end_proven=False) if r["topic"] == "t" else r for r in txn_progress(NOW, [0, 1, 2])]
+    out = e.process(rows, short)
+    assert brief(out) == [("hanging", "coordinator-unaware", False, 5, "all-coordinators-max", None, True)]
+    assert e.judge_row(rows[0], NOW).verdict.unverified_reasons == ("newest-segment-not-proven",)
+    out = e.process([], txn_progress(NOW + 1000, [0, 1, 2]))
+    assert brief(out) == [("hanging", "coordinator-unaware", True, 5, "all-coordinators-max", None, True)]
+    # a batch of __transaction_state-1 fails its CRC (RecordBatch.ensureValid): that partition is
+    # incomplete from there on, the view is no longer complete: no "coordinator-unaware"
+    crc = {"topic": "__transaction_state", "partition": 1, "first_offset": 4, "crc_failed": True,
+           "reason": "CRC-32C mismatch"}
+    out = e.process([], txn_progress(NOW + 2000, [0, 1, 2]), gaps=[crc])
+    assert brief(out) == [("hanging", "exceeds-max-timeout", False, None, "unknown", [1], False)]
+    assert set(e.judge_row(rows[0], NOW + 2000).verdict.unverified_reasons) == {"crc-gap", "coordinator-view-incomplete"}
