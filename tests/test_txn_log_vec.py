@@ -144,3 +144,26 @@ def test_edge_values_decode_the_same():
     ]
     for recs in cases:
         _same(_batch(recs), validate_crc=False, source="edge")
+
+
+def test_a_batch_failing_its_crc_is_never_believed_by_either_decoder(scenario_segments):
+    # LogSegment.recover -> RecordBatch.ensureValid: a broker never applies a batch whose CRC-32C
+    # does not match. Flip one byte inside every coordinator segment's last batch (bytes 21.. are
+    # under the CRC): both decoders drop that batch's records and report one CRC error at its
+    # position and base offset; the records of every other batch are unchanged.
+    cases = 0
+    for name, data in scenario_segments:
+        cols = scan_batches(data).columns
+        if not len(cols["position"]) or cols["is_control"][-1]:
+            continue
+        pos, size, base = int(cols["position"][-1]), int(cols["batch_size"][-1]), int(cols["base_offset"][-1])
+        bad = bytearray(data)
+        bad[pos + size - 1] ^= 0xFF
+        intact, _ = decode_txn_log_segment(data[:pos])  # the file without its last batch
+        for decode in (decode_txn_log_segment, decode_txn_log_reduced):
+            recs, scan = decode(bytes(bad), source=name)
+            assert [(e.position, e.base_offset, e.crc) for e in scan.errors] == [(pos, base, True)], name
+            want = intact if decode is decode_txn_log_segment else reduce_coordinator_records(intact)
+            assert recs == want, name
+        cases += 1
+    assert cases > 10
