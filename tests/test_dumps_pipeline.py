@@ -57,7 +57,9 @@ def comparable(findings):
 def test_dump_text_and_binary_segments_give_identical_alerts(spark, tmp_path, scenario, generation):
     sc = write_scenario(scenario, tmp_path / "logs", seed=5)
     binary, _ = scan_paths([str(sc.root)], cfg(), as_of_ms=sc.as_of_ms, spark=spark)
-    files = render_dir(sc.root, tmp_path / "dumps", generation)
+    # with the broker's high-watermark checkpoint, which proves where each dumped log ends
+    # (detection.md §0; without it every finding of dump text is unverified)
+    files = render_dir(sc.root, tmp_path / "dumps", generation) + [str(sc.root / "replication-offset-checkpoint")]
     dumped, gaps = scan_paths(files, cfg(), as_of_ms=sc.as_of_ms, spark=spark)
     assert gaps == []
     assert binary and comparable(dumped) == comparable(binary)
@@ -78,6 +80,7 @@ def test_mixed_inputs_binary_segments_and_dumps(spark, tmp_path):
             mixed.append(str(t))
         else:
             mixed += [p for _b, p in segments(part)]
+    mixed.append(str(sc.root / "replication-offset-checkpoint"))  # proves the explicit files' ends (§0)
     got, gaps = scan_paths(mixed, cfg(), as_of_ms=sc.as_of_ms, spark=spark)
     assert gaps == [] and comparable(got) == comparable(binary)
 

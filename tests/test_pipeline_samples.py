@@ -98,9 +98,15 @@ def test_default_clock_is_newest_input_timestamp(spark, tmp_path):
     # newest timestamp in the data is 10 s after 4000's open batch and ~1 h after 4002's
     assert [(f["producer_id"], f["first_offset"]) for f in findings] == [(4002, 9)]
     assert findings[0]["detected_at"] == 1700003590001
-    # the coordinator's tombstone for tv2-app (producer 4000) is 11 days later: it is the clock
-    # now, and 4000's open transaction is old and forgotten by its coordinator
-    findings, _ = scan_paths([str(logdir(tmp_path / "b"))], cfg(), spark=spark)
+    # the coordinator's tombstone for tv2-app (producer 4000) is 11 days later, more than the
+    # skew tolerance (1 h) ahead of every other partition's newest timestamp: an outlier, never
+    # the clock (detection.md §2, revision 3). The clock stays the data's newest timestamp.
+    b = logdir(tmp_path / "b")
+    findings, _ = scan_paths([str(b)], cfg(), spark=spark)
+    assert [(f["producer_id"], f["first_offset"], f["detected_at"]) for f in findings] == [(4002, 9, 1700003590001)]
+    # evaluated at the tombstone's time (--as-of), 4000's open transaction is old and forgotten
+    # by its coordinator
+    findings, _ = scan_paths([str(b)], cfg(), as_of_ms=1701000000000, spark=spark)
     # 4000's tombstone is in partition 40, which was read: proven unknown. 4002 is mapped by no
     # record of the one partition read: unverified (rules v2, detection.md §3.1).
     assert [(f["producer_id"], f["first_offset"], f["cause"]) for f in findings] == [

@@ -44,8 +44,11 @@ def project(f, extra=()):
 
 
 def expected_rows(sc):
-    extra = sorted({k for e in sc.expected for k in e} - set(FIELDS))
-    return extra, sorted((project(e, extra) for e in sc.expected), key=_key)
+    """The scenario's findings as a scan of its files sees them: with each finding's
+    ``from_files`` (what the files alone prove, detection.md §0) applied."""
+    files = [{k: v for k, v in {**e, **e.get("from_files", {})}.items() if k != "from_files"} for e in sc.expected]
+    extra = sorted({k for e in files for k in e} - set(FIELDS))
+    return extra, sorted((project(e, extra) for e in files), key=_key)
 
 
 def check_commands(findings):

@@ -42,7 +42,7 @@ FINDING_KEYS = {
     "coordinator_epoch_source",
     "verified",
 }
-OPTIONAL_KEYS = {"data_deleted", "missing_txn_partitions"}
+OPTIONAL_KEYS = {"data_deleted", "missing_txn_partitions", "from_files"}
 CAUSES = {
     "late": {"markers-pending", "coordinator-stuck", "long-transaction"},
     "hanging": {"coordinator-unaware", "coordinator-finished-without-partition", "write-after-marker",
@@ -205,9 +205,12 @@ def test_expected_findings(written: dict[str, Scenario], name: str) -> None:
     for e in sc.expected:
         assert FINDING_KEYS <= set(e) <= FINDING_KEYS | OPTIONAL_KEYS
         assert e["cause"] in CAUSES[e["status"]]
-        # exceeds-max-timeout is never verified; other causes may be unverified too when the input
-        # cannot prove a fact they rest on (detection.md §0: a lagging copy, a deleted start)
-        assert not (e["verified"] and e["cause"] == "exceeds-max-timeout")
+        assert e["verified"] is (e["cause"] != "exceeds-max-timeout")
+        # what files alone prove may only be less (detection.md §0): never verified where the
+        # broker-answered finding is not, and then exceeds-max-timeout is never verified either
+        ff = {**e, **e.get("from_files", {})}
+        assert set(e.get("from_files", {})) <= {"cause", "verified"} and ff["cause"] in CAUSES[e["status"]]
+        assert not (ff["verified"] and not e["verified"]) and not (ff["verified"] and ff["cause"] == "exceeds-max-timeout")
         o = open_[(e["topic"], e["partition"], e["producer_id"])]
         assert e["producer_epoch"] >= o["epoch"]
         if sc.notes.get("hand_epochs"):

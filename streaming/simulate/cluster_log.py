@@ -66,10 +66,12 @@ from streaming.simulate.encode import (
     encode_txn_value_v1,
 )
 from streaming.simulate.producers import IdempotentProducer, TransactionalProducer
-from udfs.checkpoint import END_CHECKPOINT_FILES
 from udfs.partitioning import txn_state_partition
 
 _ATTR_LOG_APPEND_TIME = 0x08
+# A log dir's end-offset checkpoints (ReplicaManager.HighWatermarkFilename,
+# LogManager.RecoveryPointCheckpointFile); named here so the simulator imports nothing of the product.
+END_CHECKPOINT_FILES = ("replication-offset-checkpoint", "recovery-point-offset-checkpoint")
 
 # --- partitions ---------------------------------------------------------------------------------
 

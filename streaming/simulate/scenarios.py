@@ -62,8 +62,12 @@ def finding(
     **extra: Any,
 ) -> dict[str, Any]:
     """One expected finding (see :class:`Scenario`); ``extra``: ``data_deleted``,
-    ``missing_txn_partitions``."""
-    unknown = set(extra) - {"data_deleted", "missing_txn_partitions"}
+    ``missing_txn_partitions``, ``from_files``: what the log dir's files alone prove when it is
+    less than a broker's answers (detection.md §0: e.g. ``{"verified": False}`` when a coordinator
+    copy's newest record predates the transaction, ``{"cause": ..., "verified": False}``), written
+    by hand like the rest; the finding itself is what the live path (every partition read to its
+    high watermark) or ``scan --bootstrap-server`` finds."""
+    unknown = set(extra) - {"data_deleted", "missing_txn_partitions", "from_files"}
     if unknown:
         raise ValueError(f"unknown finding fields {sorted(unknown)}")
     return {
@@ -83,7 +87,7 @@ def finding(
 
 def finding_from_log(
     c: ClusterLog, status: str, cause: str, topic: str, partition: int, producer_id: int, first_offset: int,
-    verified: bool = True,
+    from_files: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An expected finding whose epochs are read off the written log (:meth:`ClusterLog.abort_params`).
 
@@ -102,7 +106,7 @@ def finding_from_log(
         first_offset,
         ap["coordinator_epoch"],
         ap["coordinator_epoch_source"],
-        verified,
+        **({"from_files": from_files} if from_files else {}),
     )
 
 
@@ -407,11 +411,11 @@ def scenario_coordinator_stuck(
     p = c.producer("never-timed-out", 1)
     p.begin()
     first = p.send("orders", 0, 3)
-    # Unverified (detection.md §0, revision 3.1): the coordinator wrote Ongoing before the first
-    # batch (AddPartitionsToTxn precedes Produce), so the copy's newest record is older than O's
-    # first write: from files it cannot show it is current (coordinator-copy-behind).
+    # From files, unverified (detection.md §0, revision 3.1): the coordinator wrote Ongoing before
+    # the first batch (AddPartitionsToTxn precedes Produce), so the copy's newest record is older
+    # than O's first write: it cannot show it is current (coordinator-copy-behind).
     exp = [finding("late", "coordinator-stuck", "orders", 0, p.producer_id, 0, first, 0, "log-start",
-                   verified=False)]
+                   from_files={"verified": False})]
     return _finish(c, "coordinator-stuck", exp, "Ongoing transaction the coordinator does not abort")
 
 
@@ -541,12 +545,12 @@ def scenario_txn_state_compacted(
             0,
             "log-start",
         ),
-        # Compaction removed every record of ``gone``'s id: nothing maps P, so every coordinator
-        # partition should cover it, and the 48 never written are empty copies that cannot show
-        # they are current (detection.md §0, revision 3.1): the view proves nothing, only the
-        # coordinator could say (exceeds-max-timeout, unverified) until a broker answers.
-        finding("hanging", "exceeds-max-timeout", "orders", 1, gone.producer_id, 0, zf, 0, "log-start",
-                verified=False),
+        # From files: compaction removed every record of ``gone``'s id, nothing maps P, so every
+        # coordinator partition should cover it, and the 48 never written are empty copies that
+        # cannot show they are current (detection.md §0, revision 3.1): the view proves nothing
+        # (exceeds-max-timeout, unverified) until a broker answers.
+        finding("hanging", "coordinator-unaware", "orders", 1, gone.producer_id, 0, zf, 0, "log-start",
+                from_files={"cause": "exceeds-max-timeout", "verified": False}),
     ]
     return _finish(c, "txn-state-compacted", exp, "__transaction_state after compaction")
 
@@ -632,13 +636,13 @@ def scenario_retention_restart(
     if not q_first < p_first < log_start <= p_later:  # pragma: no cover - layout premise
         raise ScenarioError("retention-restart layout does not satisfy its own premise")
     exp = [
-        # Unverified (detection.md §0, revision 3.1): the ids' newest coordinator records (their
-        # CompleteCommit) are older than the zombies' first writes; from files a copy that old may
-        # be a lagging replica missing the record that covers them (coordinator-copy-behind).
+        # From files, unverified (detection.md §0, revision 3.1): the ids' newest coordinator records
+        # (their CompleteCommit) are older than the zombies' first writes; a copy that old may be a
+        # lagging replica missing the record that covers them (coordinator-copy-behind).
         finding("hanging", "coordinator-finished-without-partition", "orders", 0, q.producer_id, 0, q_first, 3,
-                "snapshot", verified=False, data_deleted=True),
+                "snapshot", data_deleted=True, from_files={"verified": False}),
         finding("hanging", "coordinator-finished-without-partition", "orders", 0, p.producer_id, 0, p_first, 3,
-                "snapshot", verified=False, data_deleted=True),
+                "snapshot", data_deleted=True, from_files={"verified": False}),
     ]
     return _finish(c, "retention-restart", exp, "retention and a broker restart: newest snapshot after the first "
                    "segment, a transaction whose batches are all deleted", hand_epochs=True, log_start=log_start,
@@ -677,11 +681,12 @@ def scenario_txn_leader_epoch_bump(
     c.delete_segments_below("orders", 0, first)
     if (c.leader_epoch("__transaction_state", p.txn_partition), p.coordinator_epoch) != (4, 3):  # pragma: no cover
         raise ScenarioError("leader epoch bump did not keep the coordinator epoch")
-    # Unverified (detection.md §1, §0): retention deleted everything of orders-0 before the zombie
-    # batch and there is no snapshot, so nothing read proves the transaction did not begin in a
-    # deleted segment (start-offset-not-proven): the broker's ProducerStateEntry may start lower.
+    # From files, unverified (detection.md §1, §0): retention deleted everything of orders-0 before
+    # the zombie batch and there is no snapshot, so nothing read proves the transaction did not
+    # begin in a deleted segment (start-offset-not-proven): the broker's ProducerStateEntry may
+    # start lower. (Live, the read starts at the LSO, which no open transaction lies below.)
     exp = [finding("hanging", "coordinator-finished-without-partition", "orders", 0, p.producer_id, 0, first, 3,
-                   "producer-last-marker", verified=False)]
+                   "producer-last-marker", from_files={"verified": False})]
     return _finish(c, "txn-leader-epoch-bump", exp, "__transaction_state leader epoch 3->4 without a coordinator "
                    "change; orders-0 read from above 0", hand_epochs=True)
 
@@ -836,8 +841,9 @@ def scenario_random_mix(
         tp = fault_tp()
         p.begin()
         off = p.send(*tp, 1)
-        # its copy's newest record (Ongoing, written before the batch) predates O: unverified (§0)
-        expected.append(finding_from_log(c, "late", "coordinator-stuck", *tp, p.producer_id, off, verified=False))
+        # from files: its copy's newest record (Ongoing, written before the batch) predates O (§0)
+        expected.append(finding_from_log(c, "late", "coordinator-stuck", *tp, p.producer_id, off,
+                                         from_files={"verified": False}))
 
     prods = [
         c.producer(f"app-{i}", rng.choice((0, 0, 1, 2)), initial_epoch=rng.randint(0, 50))
