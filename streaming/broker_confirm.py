@@ -40,7 +40,11 @@ from typing import Any
 
 import kafka.errors as Errors
 from kafka.protocol.admin.groups import ListGroupsRequest
-from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeTransactionsRequest
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
 from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.structs import TopicPartition
 
@@ -274,6 +278,19 @@ class KafkaBrokerConfirm:
                 "producer_epoch": d.producer_epoch, "timeout_ms": d.transaction_timeout_ms,
                 "start_ms": d.transaction_start_time_ms,
                 "partitions": sorted(f"{tp.topic}-{tp.partition}" for tp in d.topic_partitions)}
+
+    def transactional_ids_of(self, producer_id: int) -> set[str] | None:
+        """Transactional ids whose coordinator currently maps ``producer_id``: ListTransactions
+        (3.0+) with that producer-id filter on **every** broker (each coordinates its own
+        ``__transaction_state`` partitions; Kafka's find-hanging step 4). None when the API is
+        missing; a broker that fails the request (e.g. COORDINATOR_LOAD_IN_PROGRESS) raises, so
+        an empty set is only returned when every coordinator answered."""
+        with self._lock:
+            if not self._available("ListTransactions", ListTransactionsRequest):
+                return None
+            by_broker = self._admin().list_transactions(producer_id_filters=[int(producer_id)])
+        return {t.transactional_id for listings in by_broker.values() for t in listings
+                if t.producer_id == int(producer_id)}
 
     def last_marker_before(self, topic: str, partition: int, producer_id: int, first_offset: int) -> LookbackResult:
         if self.lookback is None:

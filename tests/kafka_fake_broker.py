@@ -199,6 +199,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from tests import kafka_fake_txn_markers as txn_markers
 from tests.kafka_fake_security import DenyRule, SaslAuthenticator, SaslConfig, tls_principal
 
 log = logging.getLogger(__name__)
@@ -273,6 +274,8 @@ DEFAULT_API_VERSIONS: dict[int, tuple[int, int]] = {
     ListTransactionsRequest.API_KEY: (0, 1),
     ListGroupsRequest.API_KEY: (0, 5),
     OffsetFetchRequest.API_KEY: (1, 9),
+    # the admin abort (tests/kafka_fake_txn_markers.py)
+    txn_markers.REQUEST_CLASS.API_KEY: txn_markers.WRITE_TXN_MARKERS_VERSIONS,
 }
 
 _REQUEST_CLASSES = {
@@ -295,6 +298,7 @@ _REQUEST_CLASSES = {
         ListTransactionsRequest,
         ListGroupsRequest,
         OffsetFetchRequest,
+        txn_markers.REQUEST_CLASS,
     )
 }
 
@@ -316,6 +320,7 @@ _API_NAMES = {
     ListTransactionsRequest.API_KEY: "list_transactions",
     ListGroupsRequest.API_KEY: "list_groups",
     OffsetFetchRequest.API_KEY: "offset_fetch",
+    txn_markers.REQUEST_CLASS.API_KEY: txn_markers.WRITE_TXN_MARKERS,
 }
 
 _PARTITION_APIS = ("fetch", "list_offsets", "produce")
@@ -946,7 +951,7 @@ def _array_len(n: int, compact: bool) -> bytes:
     return _uvarint(n + 1) if compact else struct.pack(">i", n)
 
 
-class FakeKafkaBroker:
+class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
     """A fake Kafka cluster (``num_nodes`` brokers in one process) serving a log directory.
 
     Args:
