@@ -129,7 +129,8 @@ def not_found_page(what: str) -> str:
 
 # Keys the store adds to a finding view (derived, shown in their own places).
 _DERIVED = frozenset({"url", "group", "cause_text", "age_ms", "current_lso", "current_high_watermark",
-                      "lso_lag_records", "lso_lag_ms", "pins_lso_now", "open", "history", "resolved_at_ms"})
+                      "lso_lag_records", "lso_lag_ms", "pins_lso_now", "open", "history", "resolved_at_ms",
+                      "abort_cli", "audit"})
 
 
 def other_fields(finding: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -113,6 +114,8 @@ class FindingStore:
         self.open: dict[str, dict[str, Any]] = {}
         self.resolved: dict[str, dict[str, Any]] = {}
         self.history: dict[str, list[dict[str, Any]]] = {}
+        # ``txnwatch abort`` attempts per finding key (audit records, streaming/abort/audit.py)
+        self.audits: dict[str, list[dict[str, Any]]] = {}
         self.unavailable: dict[str, dict[str, Any]] = {}
         self.partitions: dict[str, dict[str, Any]] = {}
         self.open_transactions: list[dict[str, Any]] = []
@@ -137,6 +140,8 @@ class FindingStore:
         if not isinstance(record, dict):
             self._feed_error(f"record is not a JSON object: {str(record)[:80]}")
             return False
+        if record.get("record_type") == "abort":
+            return self._ingest_audit(record)
         key, status = record.get("key"), record.get("status")
         if not isinstance(key, str) or not key:
             self._feed_error(f"record without a key (status {status!r})")
@@ -280,6 +285,8 @@ class FindingStore:
         v["url"] = "/finding/" + encode_key(str(alert["key"]))
         v["group"] = group_of(alert)
         v["cause_text"] = CAUSE_TEXT.get(alert.get("cause") or "")
+        # the guarded abort (streaming/abort): re-checks the broker before writing the marker
+        v["abort_cli"] = f"txnwatch abort {shlex.quote(str(alert['key']))}"
         first_ts = _int(alert.get("first_ts"))
         v["age_ms"] = max(0, ref - first_ts) if first_ts is not None else _int(alert.get("open_ms"))
         facts = self._partition_facts(alert.get("topic"), alert.get("partition"))
@@ -365,6 +372,25 @@ class FindingStore:
                          "position": self.feed["position"], "errors": list(self.feed["errors"][-5:])},
             }
 
+    def _ingest_audit(self, record: dict[str, Any]) -> bool:
+        """One ``txnwatch abort`` attempt (from the audit file or the alerts topic). The same line
+        may arrive from both: its ``key`` (``<finding>#abort@<ms>``) plus outcome dedupes it."""
+        finding = record.get("finding_key")
+        if not isinstance(finding, str) or not finding:
+            self._feed_error("abort record without a finding_key")
+            return False
+        entry = {k: record.get(k) for k in ("key", "at_ms", "mode", "outcome", "exit_code", "message")}
+        entry["user"] = (record.get("who") or {}).get("user")
+        entry["host"] = (record.get("who") or {}).get("host")
+        entry["sent"] = record.get("sent")
+        lst = self.audits.setdefault(finding, [])
+        if any(e["key"] == entry["key"] and e["outcome"] == entry["outcome"] for e in lst):
+            return True
+        lst.append(entry)
+        lst.sort(key=lambda e: (_int(e.get("at_ms")) or 0))
+        del lst[:-self.history_limit]
+        return True
+
     def finding(self, key: str) -> dict[str, Any] | None:
         """One finding (open or resolved in the window) with its history, or None."""
         with self._lock:
@@ -376,6 +402,7 @@ class FindingStore:
             v = self._finding_view(alert, ref)
             v["open"] = key in self.open
             v["history"] = [dict(h) for h in self.history.get(key, [])]
+            v["audit"] = [dict(a) for a in self.audits.get(key, [])]
             stale, reason = self.staleness()
             return {"finding": v, "stale": stale, "stale_reason": reason, "reference_ms": ref,
                     "generated_ms": int(self._wall() * 1000), "version": self.version,
