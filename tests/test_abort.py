@@ -310,3 +310,22 @@ def test_fake_marker_rule_follows_producer_append_info():
     # checkCoordinatorEpoch: entry 3 > marker 2 -> TRANSACTION_COORDINATOR_FENCED; -1 entry accepts 0
     assert marker_check(entry, producer_epoch=5, coordinator_epoch=2, transaction_version=0) == 52
     assert marker_check(None, producer_epoch=0, coordinator_epoch=0, transaction_version=0) == 0
+
+
+def test_every_attempt_is_published_on_the_alerts_topic_as_an_abort_record(tmp_path):
+    from kafka import KafkaConsumer
+
+    with Cluster(tmp_path, (3, 9)) as c:
+        c.broker.auto_create_topics = True
+        over = {"sinks.enabled": ["jsonl", "kafka"], "sinks.kafka_topic": "txnwatch-alerts"}
+        assert c.run(**over)[0] == 0
+        assert c.run(execute=True, yes=True, **over)[0] == 0
+        consumer = KafkaConsumer("txnwatch-alerts", bootstrap_servers=c.broker.bootstrap_servers,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None)
+        got = [(m.key.decode(), json.loads(m.value)) for m in consumer]
+        consumer.close()
+    assert [(r["record_type"], r["finding_key"], r["outcome"]) for _, r in got] == [
+        ("abort", KEY, "would-abort"), ("abort", KEY, "sending"), ("abort", KEY, "aborted")]
+    # never the finding's own key: a compacted alerts topic keeps the finding's record and every attempt
+    assert all(k.startswith(KEY + "#abort@") and k == r["key"] for k, r in got)
+    assert got[2][1]["sent"]["coordinator_epoch"] == 3 and got[2][1]["answer"]["error"] == "NONE"
