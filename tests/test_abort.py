@@ -329,3 +329,50 @@ def test_every_attempt_is_published_on_the_alerts_topic_as_an_abort_record(tmp_p
     # never the finding's own key: a compacted alerts topic keeps the finding's record and every attempt
     assert all(k.startswith(KEY + "#abort@") and k == r["key"] for k, r in got)
     assert got[2][1]["sent"]["coordinator_epoch"] == 3 and got[2][1]["answer"]["error"] == "NONE"
+
+
+# ------------------------------------------------------------------------------ the command line
+def test_cli_exit_codes_and_usage_errors(tmp_path, capsys):
+    from streaming.cli import main
+
+    with Cluster(tmp_path, (3, 0)) as c:
+        conf = tmp_path / "txnwatch.toml"
+        conf.write_text(f'cluster = "prod"\n[kafka]\nbootstrap_servers = "{c.broker.bootstrap_servers}"\n'
+                        f'groups_refresh_ms = 0\n[sinks]\njsonl_path = "{c.alerts}"\n'
+                        f'[abort]\naudit_path = "{c.audit}"\n')
+        assert main(["abort", KEY, "--config", str(conf)]) == 0
+        c.broker.offline("orders", 0)
+        assert main(["abort", KEY, "--config", str(conf), "--execute", "--yes"]) == 4
+        # a key of another cluster is refused before anything is read
+        assert main(["abort", "staging/orders/0/4002/2", "--config", str(conf)]) == 1
+        assert "names cluster 'staging'" in capsys.readouterr().err
+        assert main(["abort", "prod/orders/x/4002/2", "--config", str(conf)]) == 1
+        assert "partition 'x' is not an integer" in capsys.readouterr().err
+        assert c.markers_sent() == 0
+    assert [a["outcome"] for a in read_audit(str(c.audit))] == ["would-abort", "refused"]
+
+
+def test_parse_key_takes_the_last_four_parts():
+    from streaming.abort.key import AlertKey, parse_key
+
+    assert parse_key("eu/prod/orders/3/4002/17") == AlertKey("eu/prod", "orders", 3, 4002, 17)
+    with pytest.raises(ValueError, match="expected cluster/topic/partition/producer_id/first_offset"):
+        parse_key("orders/3/4002/17")
+    with pytest.raises(ValueError, match="first_offset -1 is negative"):
+        parse_key("prod/orders/3/4002/-1")
+
+
+def test_unreachable_cluster_is_exit_1_and_audited(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    _alert(tmp_path / "alerts.jsonl")
+    cfg = load_config(None, env={}, overrides={
+        "cluster": "prod", "kafka.bootstrap_servers": f"127.0.0.1:{port}", "kafka.request_timeout_ms": 2000,
+        "abort.audit_path": str(tmp_path / "audit.jsonl"), "sinks.jsonl_path": str(tmp_path / "alerts.jsonl")})
+    out = io.StringIO()
+    assert run_abort(KEY, cfg, bootstrap=None, alerts_path=None, execute=True, yes=True, out=out) == 1
+    assert "error: " in out.getvalue()
+    assert [a["outcome"] for a in read_audit(str(tmp_path / "audit.jsonl"))] == ["error"]

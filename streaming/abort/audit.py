@@ -68,6 +68,15 @@ class AuditLog:
                 log.warning("%s", msg)
 
 
+    def close(self) -> None:
+        close = getattr(self.publish, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception as exc:  # the attempt is over; only say it
+                self.publish_errors.append(f"closing the alerts-topic producer failed: {exc}")
+
+
 def read_audit(path: str) -> list[dict[str, Any]]:
     """Every audit line of a file (lines that are not JSON objects are skipped)."""
     if not os.path.exists(path):

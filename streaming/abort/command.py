@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+import kafka.errors as Errors
+
 from streaming.abort import plan as plans
 from streaming.abort.audit import AuditLog, audit_record
 from streaming.abort.key import AlertKey, latest_alert, parse_key
@@ -197,17 +199,24 @@ def run_abort(key_text: str, cfg: Config, *, bootstrap: str | None, alerts_path:
             record(p, "rejected", EXIT_ERROR, answer.explanation or answer.error, sent=sent, answer=answer.to_json())
             return EXIT_ERROR
         say(f"the leader accepted the ABORT marker (WriteTxnMarkers v{answer.version})")
-        moved, lso, detail = _watch_lso(clients, key, cfg.abort.lso_wait_ms, cfg.kafka.span_max_bytes)
+        try:
+            moved, lso, detail = _watch_lso(clients, key, cfg.abort.lso_wait_ms, cfg.kafka.span_max_bytes)
+        except (KafkaWireError, Errors.KafkaError, OSError) as exc:
+            detail = f"the broker accepted the marker, but watching the LSO of {key.tp} failed: {exc}"
+            say(detail)
+            record(p, "lso-unknown", EXIT_ERROR, detail, sent=sent, answer=answer.to_json())
+            return EXIT_ERROR
         say(detail)
         code = EXIT_DONE if moved else EXIT_ERROR
         record(p, "aborted" if moved else "lso-not-moved", code, detail, sent=sent, answer=answer.to_json(),
                lso_after=lso)
         return code
-    except KafkaWireError as exc:
-        say(f"error: {exc}")
+    except (KafkaWireError, Errors.KafkaError, OSError) as exc:
+        say(f"error: {type(exc).__name__}: {exc}" if not isinstance(exc, KafkaWireError) else f"error: {exc}")
         record(p, "error", EXIT_ERROR, str(exc))
         return EXIT_ERROR
     finally:
+        audit.close()
         for msg in audit.publish_errors:
             say(f"warning: {msg}")
         if own:
