@@ -148,7 +148,25 @@ def test_txn_state_tv2_synthetic_with_tombstone():
     assert recs[3]["txn_partitions"] == [] and recs[0]["txn_partitions"] is None
     assert {r["coordinator_epoch"] for r in recs} == {3}
     assert txn_state_partition("tv2-app") == 40
-    assert exp  # the expectations file is present and parsed
+    # Every non-tombstone record against the sample's own expectations (values cross-checked by its
+    # author against kafka-python's flexible-version encoder fed with TransactionLogValue.json).
+    # Status codes are TransactionState.java's ids: 0 Empty, 1 Ongoing, 2 PrepareCommit,
+    # 3 PrepareAbort, 4 CompleteCommit, 5 CompleteAbort, 6 Dead, 7 PrepareEpochFence.
+    state_names = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
+                   5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
+    assert len(exp["records"]) == len(recs) - 1 and exp["last_record"].startswith("offset 7: tombstone")
+    crc_by_position = dict(zip(scan.columns["position"].tolist(), scan.columns["crc"].tolist(), strict=True))
+    for e, r in zip(exp["records"], recs, strict=False):
+        parts = (None if e["partitions"] is None
+                 else [f"{topic}-{p}" for topic, ps in e["partitions"] for p in ps])
+        assert (r["offset"], r["timestamp"], r["transactional_id"]) == (e["offset"], e["recordTimestamp"],
+                                                                       exp["transactionalId"])
+        assert (r["producer_id"], r["producer_epoch"], r["txn_state"]) == (
+            e["producerId"], e["producerEpoch"], state_names[e["transactionStatus"]])
+        assert (r["txn_partitions"], r["txn_last_update_ts"], r["txn_start_ts"], r["client_txn_version"]) == (
+            parts, e["lastUpdateTimestampMs"], e["startTimestampMs"], e["clientTransactionVersion"])
+        assert r["coordinator_epoch"] == exp["partitionLeaderEpoch_on_batches"]
+        assert crc_by_position[r["position"]] == e["batchCrc"]
 
 
 def test_txn_key_and_unknown_versions_are_errors_not_exceptions():
