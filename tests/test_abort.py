@@ -70,11 +70,12 @@ def _alert(path: Path, **over) -> None:
 
 class Cluster:
     def __init__(self, tmp_path: Path, version, *, coordinator_state="CompleteCommit", partitions=None,
-                 describe_state: str | None = None):
+                 describe_state: str | None = None, num_nodes: int = 1):
         self.root = tmp_path / "logs"
         self.root.mkdir()
         _stage(self.root, coordinator_state=coordinator_state, partitions=partitions)
-        self.broker = FakeKafkaBroker(self.root, broker_version=version, auto_create_topics=False)
+        self.broker = FakeKafkaBroker(self.root, broker_version=version, auto_create_topics=False,
+                                      num_nodes=num_nodes)
         if version >= (3, 0):
             parts = {("orders", 0)} if partitions else set()
             self.broker.set_transaction("payments-7", producer_id=PID, producer_epoch=EPOCH,
@@ -376,3 +377,29 @@ def test_unreachable_cluster_is_exit_1_and_audited(tmp_path):
     assert run_abort(KEY, cfg, bootstrap=None, alerts_path=None, execute=True, yes=True, out=out) == 1
     assert "error: " in out.getvalue()
     assert [a["outcome"] for a in read_audit(str(tmp_path / "audit.jsonl"))] == ["error"]
+
+
+def test_leader_moved_between_recheck_and_marker_is_explained_and_nothing_written(tmp_path):
+    with Cluster(tmp_path, (3, 9), num_nodes=2) as c:
+        # the marker reaches the old leader (Partition.appendRecordsToLeader on a follower:
+        # NOT_LEADER_OR_FOLLOWER); AbortTransactionHandler would re-find the leader, txnwatch asks
+        # for a new run so that the re-check is redone against the new leader
+        c.broker.on_next_write_txn_markers(lambda b: b.move_leader("orders", 0, 2))
+        code, text = c.run(execute=True, yes=True)
+        assert code == 1
+        assert c.lso() == FIRST
+        assert "NOT_LEADER_OR_FOLLOWER" in text and "Run the command again" in text
+        code, text = c.run(execute=True, yes=True)  # the next run goes to node 2
+        assert code == 0, text
+        assert [r.node_id for r in c.broker.requests_for("write_txn_markers")] == [1, 2]
+
+
+def test_dry_run_names_the_consumer_groups_it_unblocks(tmp_path):
+    with Cluster(tmp_path, (3, 0)) as c:
+        # a read_committed consumer cannot pass the LSO (2): committed offsets at or below it wait
+        c.broker.commit_offsets("billing", {("orders", 0): 2})
+        c.broker.commit_offsets("audit-trail", {("orders", 0): 1})
+        c.broker.commit_offsets("search", {("orders", 1): 0})
+        code, text = c.run(**{"kafka.groups_refresh_ms": 60000})
+    assert code == 0, text
+    assert "unblocks consumer groups: audit-trail, billing" in text

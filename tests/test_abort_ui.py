@@ -60,3 +60,24 @@ def test_audit_trail_from_the_audit_file(tmp_path):
     assert "Abort attempts" in html and "would-abort" in html and "closed: the transaction is closed" in html
     assert "other finding" not in html
     assert not s.feed["errors"]
+
+
+def test_the_job_page_reads_the_audit_file_on_every_micro_batch(tmp_path):
+    from streaming.config import load_config
+    from streaming.ui import serve_for_job
+
+    path = tmp_path / "audit.jsonl"
+    cfg = load_config(None, env={}, overrides={"ui.enabled": True, "ui.port": 0})
+    on_batch: list = []
+    server = serve_for_job(cfg.ui, cfg.streaming, on_batch, source="test", audit_path=str(path))
+    try:
+        server.store.ingest(alert("hanging"))
+        for cb in on_batch:
+            cb(0, {})  # no audit file yet: nothing happens, nothing raises
+        AuditLog(str(path)).write(audit_record(key=KEY, at_ms=T0 + 1000, mode="execute", outcome="aborted",
+                                               exit_code=0, message="the LSO moved"))
+        for cb in on_batch:
+            cb(1, {})
+        assert [a["outcome"] for a in server.store.finding(KEY)["finding"]["audit"]] == ["aborted"]
+    finally:
+        server.close()
