@@ -67,6 +67,10 @@ What is modelled (and how faithfully)
   ``handleListTransactions``): DESCRIBE on the TransactionalId, topics the principal may not
   Describe left out; ids from InitProducerId/AddPartitionsToTxn/EndTxn or
   :meth:`FakeKafkaBroker.set_transaction`. Node 1 is the only coordinator (NOT_COORDINATOR elsewhere).
+* **WriteTxnMarkers** v0-2 (the admin abort): authorization by release, the leader's
+  ``ProducerAppendInfo`` epoch and coordinator-epoch checks (TV2 strict rule on v2 markers), the
+  marker appended and the LSO moved; a hook to change state just before it is handled and
+  per-API request counts. Kept in ``tests/kafka_fake_txn_markers.py`` with its sources.
 * **ListGroups** v0-5 / **OffsetFetch** v1-9 (groups from :meth:`FakeKafkaBroker.commit_offsets`):
   ``KafkaApis.handleListGroupsRequest`` (all groups with DESCRIBE on the cluster, else the
   described ones) and ``handleOffsetFetchRequestFromCoordinator`` (DESCRIBE on the group, topics

@@ -92,11 +92,13 @@ def _closed(r: Reread) -> Refusal | None:
         if not dp.found:
             return Refusal(CLOSED, f"the transaction is closed: DescribeProducers on {key.tp}'s leader has no state "
                                    f"for producer {key.producer_id}")
+        if dp.current_txn_start_offset < 0:
+            return Refusal(CLOSED, f"the transaction is closed: DescribeProducers on {key.tp}'s leader reports no "
+                                   f"open transaction for producer {key.producer_id}")
         if dp.current_txn_start_offset != first:
-            now = ("no open transaction" if dp.current_txn_start_offset < 0
-                   else f"an open transaction starting at offset {dp.current_txn_start_offset}")
-            return Refusal(CLOSED, f"the transaction is closed: DescribeProducers on {key.tp}'s leader reports "
-                                   f"{now} for producer {key.producer_id}, not one starting at {first}")
+            return Refusal(CLOSED, f"no open transaction of producer {key.producer_id} starts at offset {first} now: "
+                                   f"DescribeProducers on {key.tp}'s leader reports one starting at "
+                                   f"{dp.current_txn_start_offset} (the key names a closed transaction)")
     if lg is not None and lg.complete and lg.open_start != first:
         now = ("no open transaction" if lg.open_start is None
                else f"an open transaction starting at offset {lg.open_start}")
