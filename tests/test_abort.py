@@ -403,3 +403,22 @@ def test_dry_run_names_the_consumer_groups_it_unblocks(tmp_path):
         code, text = c.run(**{"kafka.groups_refresh_ms": 60000})
     assert code == 0, text
     assert "unblocks consumer groups: audit-trail, billing" in text
+
+
+@pytest.mark.parametrize("alert_names_the_id", [True, False])
+def test_a_transactional_id_taken_over_by_a_new_producer_id_proves_the_producer_unknown(tmp_path,
+                                                                                         alert_names_the_id):
+    with Cluster(tmp_path, (3, 9)) as c:
+        # the coordinator now maps payments-7 to producer id 5000 (TransactionCoordinator: a new
+        # producer id for the transactional id); ListTransactions filtered by 4002 lists nothing,
+        # and __transaction_state is not readable for this principal
+        c.broker.set_transaction("payments-7", producer_id=5000, producer_epoch=0, state="Empty")
+        c.broker.deny("Read", "Topic", "__transaction_state")
+        _alert(c.alerts, **({"transactional_id": "payments-7"} if alert_names_the_id else {}))
+        code, text = c.run()
+        assert c.markers_sent() == 0
+    if alert_names_the_id:  # DescribeTransactions of the alert's id names 5000: 4002 is unknown to it
+        assert code == 0, text
+        assert "hanging (coordinator-unaware), verified" in text
+    else:  # nothing proves it: an empty ListTransactions may only mean no Describe ACL
+        assert code == 4 and "- unverified:" in text

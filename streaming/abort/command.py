@@ -140,7 +140,8 @@ def run_abort(key_text: str, cfg: Config, *, bootstrap: str | None, alerts_path:
 
     def check() -> plans.Plan:
         r = reread(key, wire=clients.wire, confirm=clients.confirm, lookback=clients.lookback,
-                   span_max_bytes=cfg.kafka.span_max_bytes, txn_state_max_bytes=cfg.kafka.lookback_max_bytes)
+                   span_max_bytes=cfg.kafka.span_max_bytes, txn_state_max_bytes=cfg.kafka.lookback_max_bytes,
+                   transactional_id=(alert or {}).get("transactional_id"))
         return plans.make_plan(r, alert=alert, thresholds=thresholds, bootstrap_servers=bootstrap)
 
     def record(p: plans.Plan | None, outcome: str, code: int | None, message: str, **kw: Any) -> None:

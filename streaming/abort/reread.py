@@ -201,13 +201,16 @@ def read_producer(wire: Any, topic: str, partition: int, producer_id: int, first
 
 
 # ---------------------------------------------------------------------------------- the coordinator
-def coordinator_by_admin(confirm: Any, producer_id: int) -> CoordinatorRead | None:
+def coordinator_by_admin(confirm: Any, producer_id: int, known_id: str | None = None) -> CoordinatorRead | None:
     """3.0+: ListTransactions filtered by P on every broker, then DescribeTransactions of the id.
 
     An id whose coordinator now names another producer id, or does not know it: P is unknown to it
-    (mapped, no record). No id listed anywhere: None. Kafka's find-hanging takes that as "no
-    coordinator maps P", but the brokers leave out ids the principal may not Describe, so it proves
-    nothing here: the caller reads ``__transaction_state`` (:func:`coordinator_by_log`)."""
+    (mapped, no record). ``known_id``: the transactional id the alert named (the job read it from
+    ``__transaction_state``); it is described even when ListTransactions does not list it for P (a
+    newer producer id took it over: the coordinator's answer then proves P unknown, detection.md
+    §3.1). No id at all: None. Kafka's find-hanging takes an empty listing as "no coordinator maps
+    P", but the brokers leave out ids the principal may not Describe, so it proves nothing here:
+    the caller reads ``__transaction_state`` (:func:`coordinator_by_log`)."""
     try:
         tids = confirm.transactional_ids_of(producer_id)
     except (Errors.KafkaError, OSError, KafkaWireError) as exc:
@@ -215,6 +218,8 @@ def coordinator_by_admin(confirm: Any, producer_id: int) -> CoordinatorRead | No
     if tids is None:
         return CoordinatorRead(CoordinatorView(), reason="ListTransactions did not answer on every broker")
     source = "ListTransactions/DescribeTransactions"
+    if not tids and known_id:
+        tids = {known_id}
     if not tids:
         # Not a proof: KafkaApis.handleListTransactionsRequest leaves out the ids this principal may
         # not Describe. The caller reads __transaction_state instead.
@@ -312,7 +317,8 @@ def coordinator_by_log(wire: Any, producer_id: int, *, max_bytes: int, fetch_byt
 
 # ---------------------------------------------------------------------------------- everything
 def reread(key: AlertKey, *, wire: Any, confirm: Any, lookback: Any, span_max_bytes: int,
-           txn_state_max_bytes: int, clock: Callable[[], float] = time.time) -> Reread:
+           txn_state_max_bytes: int, transactional_id: str | None = None,
+           clock: Callable[[], float] = time.time) -> Reread:
     """Read every fact of the module docstring, in that order; stop at the first that makes the
     rest meaningless (no leader, partition gone, transaction closed)."""
     at_ms = int(clock() * 1000)
@@ -346,7 +352,7 @@ def reread(key: AlertKey, *, wire: Any, confirm: Any, lookback: Any, span_max_by
         lb = lookback.last_marker_before(topic, partition, pid, first)
     coord = None
     if apis["ListTransactions"] and apis["DescribeTransactions"]:
-        coord = coordinator_by_admin(confirm, pid)
+        coord = coordinator_by_admin(confirm, pid, transactional_id)
     if coord is None:
         coord = coordinator_by_log(wire, pid, max_bytes=txn_state_max_bytes)
     groups = confirm.blocked_groups(topic, partition, first)
