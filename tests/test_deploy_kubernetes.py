@@ -582,3 +582,14 @@ def test_driver_stop_hook_signals_the_python_driver_only() -> None:
     deployment = (DEPLOY / "overlays" / "spark-submit" / "deployment.yaml").read_text()
     assert "/opt/txnwatch/scripts/k8s_driver_stop.sh" in deployment
     assert "scripts/k8s_driver_stop.sh" in CONTAINERFILE.read_text()
+
+
+def test_links_into_the_deployment_docs_resolve() -> None:
+    """The manifests' comments and docs/deployment.md itself link to sections of docs/deployment.md."""
+    text = DEPLOYMENT_MD.read_text()
+    anchors = _github_anchors(re.sub(r"```.*?```", "", text, flags=re.S))
+    linked = set(re.findall(r"\]\(#([\w-]+)\)", text))
+    for f in [*DEPLOY.rglob("*.yaml"), *DEPLOY.rglob("*.toml"), *DEPLOY.rglob("*.conf")]:
+        linked |= set(re.findall(r"docs/deployment\.md#([\w-]+)", f.read_text()))
+    assert "kubernetes-from-an-empty-namespace-to-alerts" in linked
+    assert linked <= anchors, linked - anchors
