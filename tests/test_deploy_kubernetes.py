@@ -532,7 +532,9 @@ def test_containerfile_pins_its_base_runs_as_non_root_and_bakes_in_no_secret(kub
         if word in ("COPY", "ADD"):
             assert not re.search(r"(?i)\.(pem|key|p12|jks|crt)\b|secret", rest), f"{word} {rest}"
     health = [rest for word, rest in ins if word == "HEALTHCHECK"]
-    assert len(health) == 1 and "/metrics" in health[0]
+    assert len(health) == 1
+    port = tomllib.loads((DEPLOY / "base" / "txnwatch.toml").read_text())["metrics"]["port"]
+    assert f"http://127.0.0.1:{port}/metrics" in health[0], "HEALTHCHECK asks the driver's metrics endpoint"
 
 
 def test_driver_stop_hook_signals_the_python_driver_only() -> None:
