@@ -92,7 +92,7 @@ class Cluster:
     def __exit__(self, *exc):
         self.broker.stop()
 
-    def run(self, *, execute=False, yes=False, stdin="", **cfg_over) -> tuple[int, str]:
+    def run(self, *, execute=False, yes=False, stdin: str | io.StringIO = "", **cfg_over) -> tuple[int, str]:
         cfg = load_config(None, env={}, overrides={
             "cluster": "prod", "kafka.bootstrap_servers": self.broker.bootstrap_servers,
             "kafka.request_timeout_ms": 5000, "kafka.groups_refresh_ms": 0,
@@ -100,7 +100,7 @@ class Cluster:
             "sinks.jsonl_path": str(self.alerts), **cfg_over})
         out = io.StringIO()
         code = run_abort(KEY, cfg, bootstrap=None, alerts_path=None, execute=execute, yes=yes,
-                         stdin=io.StringIO(stdin), out=out)
+                         stdin=io.StringIO(stdin) if isinstance(stdin, str) else stdin, out=out)
         return code, out.getvalue()
 
     def markers_sent(self) -> int:
@@ -422,3 +422,21 @@ def test_a_transactional_id_taken_over_by_a_new_producer_id_proves_the_producer_
         assert "hanging (coordinator-unaware), verified" in text
     else:  # nothing proves it: an empty ListTransactions may only mean no Describe ACL
         assert code == 4 and "- unverified:" in text
+
+
+def test_state_changed_while_the_operator_answered_is_refused(tmp_path):
+    with Cluster(tmp_path, (2, 8)) as c:
+        class SlowOperator(io.StringIO):
+            def readline(self, *a):
+                # while the question waits, the producer comes back with epoch 3 and joins the
+                # open transaction (ProducerAppendInfo.appendDataBatch)
+                c.broker.append_raw("orders", 0, encode_batch(
+                    5, 1, producer_id=PID, producer_epoch=3, base_sequence=0, is_transactional=True,
+                    base_timestamp=int(time.time() * 1000)))
+                return "yes\n"
+
+        code, text = c.run(execute=True, stdin=SlowOperator())
+        assert code == 4, text
+        assert c.markers_sent() == 0
+    assert "- producer-epoch-changed:" in text
+    assert [a["outcome"] for a in read_audit(str(c.audit))] == ["refused"]
