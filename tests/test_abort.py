@@ -440,3 +440,15 @@ def test_state_changed_while_the_operator_answered_is_refused(tmp_path):
         assert c.markers_sent() == 0
     assert "- producer-epoch-changed:" in text
     assert [a["outcome"] for a in read_audit(str(c.audit))] == ["refused"]
+
+
+def test_marker_accepted_but_lso_not_moving_is_reported_as_exit_1(tmp_path):
+    with Cluster(tmp_path, (3, 0)) as c:
+        # the leader's high watermark stays at 2 (UnifiedLog: the LSO is capped at the high
+        # watermark): the marker is in the log but the LSO reported by ListOffsets stays at 2
+        c.broker.on_next_write_txn_markers(lambda b: b.lag_high_watermark("orders", 0, 2))
+        code, text = c.run(execute=True, yes=True, **{"abort.lso_wait_ms": 1000})
+        assert code == 1
+        assert c.markers_sent() == 1
+    assert "the broker accepted the marker but the LSO of orders-0 is still 2 after 1000 ms" in text
+    assert [a["outcome"] for a in read_audit(str(c.audit))] == ["sending", "lso-not-moved"]
