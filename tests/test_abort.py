@@ -452,3 +452,20 @@ def test_marker_accepted_but_lso_not_moving_is_reported_as_exit_1(tmp_path):
         assert c.markers_sent() == 1
     assert "the broker accepted the marker but the LSO of orders-0 is still 2 after 1000 ms" in text
     assert [a["outcome"] for a in read_audit(str(c.audit))] == ["sending", "lso-not-moved"]
+
+
+@pytest.mark.parametrize(("version", "refused"), [((2, 7), True), ((2, 8), False)], ids=["2.7", "2.8"])
+def test_a_re_read_cut_short_is_not_proof_without_describe_producers(tmp_path, version, refused):
+    with Cluster(tmp_path, version) as c:
+        # another producer's batches after the transaction, and [kafka] span_max_bytes = 100: the
+        # read of orders-0 stops before the high watermark; before 2.8 nothing else shows that no
+        # marker closed the transaction after it
+        c.broker.append_raw("orders", 0, b"".join(encode_batch(5 + i, 1, producer_id=77, producer_epoch=0,
+                                                               base_sequence=i, base_timestamp=int(time.time() * 1000))
+                                                  for i in range(3)))
+        code, text = c.run(**{"kafka.span_max_bytes": 100})
+    if refused:
+        assert code == 4 and "- not-proven: the transaction could not be re-read to the end" in text
+    else:  # the leader's DescribeProducers entry says it is open at 2; the preview is a lower bound
+        assert code == 0, text
+        assert "discards: at least " in text

@@ -139,6 +139,12 @@ def make_plan(r: Reread, *, alert: dict[str, Any] | None, thresholds: Thresholds
                f"the first batch at offset {key.first_offset} of {key.tp} was not read")
         return Plan(key, r, None, None, (Refusal(NOT_PROVEN, f"the transaction could not be re-read: {why}"),))
     dp, lb = r.describe_producers, r.lookback
+    if not lg.complete and dp is None:
+        # without the leader's own entry only a read to the high watermark shows that no marker
+        # closed the transaction (an earlier open transaction may hold the LSO below it)
+        return Plan(key, r, None, None, (Refusal(NOT_PROVEN, (
+            f"the transaction could not be re-read to the end of {key.tp}: {lg.reason}; raise [kafka] "
+            f"span_max_bytes or use a broker with DescribeProducers (2.8+)")),))
     marker = lb.marker if lb is not None else None
     epochs = [e for e in (lg.max_epoch, marker.producer_epoch if marker else None,
                           dp.producer_epoch if dp is not None and dp.found else None) if e is not None and e >= 0]
@@ -234,7 +240,8 @@ def describe(p: Plan) -> list[str]:
         out.append(f"would send: WriteTxnMarkers ABORT to broker {r.leader} (the leader of {key.tp}): producer id "
                    f"{s.producer_id}, producer epoch {s.producer_epoch}, coordinator epoch {s.coordinator_epoch}")
         if lg is not None:
-            out.append(f"discards: {lg.records} records, {lg.bytes} bytes in {lg.batches} batches (offsets "
+            least = "" if lg.complete else "at least "
+            out.append(f"discards: {least}{lg.records} records, {lg.bytes} bytes in {lg.batches} batches (offsets "
                        f"{key.first_offset}-{lg.last_offset}) of producer {key.producer_id}")
         groups = r.blocked_groups
         out.append("unblocks consumer groups: " + (", ".join(groups) if groups else

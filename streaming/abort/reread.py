@@ -142,20 +142,20 @@ def read_producer(wire: Any, topic: str, partition: int, producer_id: int, first
     open_start = first_ts = last_ts = first_epoch = last_offset = max_epoch = None
     batches = records = size = 0
     closing: Marker | None = None
-    while pos < end:
+    reason: str | None = None
+    while pos < end and reason is None:
         if spent >= max_bytes:
-            return LogRead(start, end, False, reason=(
-                f"the re-read of {topic}-{partition} stopped at offset {pos} after {spent} bytes "
-                f"([kafka] span_max_bytes = {max_bytes}), before the high watermark {end}"), bytes_read=spent)
+            reason = (f"the re-read of {topic}-{partition} stopped at offset {pos} after {spent} bytes "
+                      f"([kafka] span_max_bytes = {max_bytes}), before the high watermark {end}")
+            break
         res = wire.fetch(topic, partition, pos, min(fetch_bytes, max_bytes - spent))
         if not res.ok:
-            return LogRead(start, end, False, reason=f"Fetch {topic}-{partition} at offset {pos}: {res.error}",
-                           bytes_read=spent)
+            reason = f"Fetch {topic}-{partition} at offset {pos}: {res.error}"
+            break
         spent += len(res.records)
         if not res.records:
-            return LogRead(start, end, False, reason=(
-                f"Fetch {topic}-{partition} at offset {pos} returned nothing below the high watermark {end}"),
-                bytes_read=spent)
+            reason = f"Fetch {topic}-{partition} at offset {pos} returned nothing below the high watermark {end}"
+            break
         c = scan_batches(res.records, validate_crc=True, source=f"{topic}-{partition}",
                          allow_partial_tail=True).columns
         n = len(c["base_offset"])
@@ -164,13 +164,11 @@ def read_producer(wire: Any, topic: str, partition: int, producer_id: int, first
             continue
         for i in range(n):
             base, last = int(c["base_offset"][i]), int(c["last_offset"][i])
-            if last < pos or base >= end:
-                continue
-            if int(c["producer_id"][i]) != producer_id:
+            if last < pos or base >= end or int(c["producer_id"][i]) != producer_id:
                 continue
             if int(c["crc_valid"][i]) == 0:  # never believe a batch whose CRC fails (detection.md §0)
-                return LogRead(start, end, False, reason=f"{topic}-{partition} offset {base}: CRC mismatch",
-                               bytes_read=spent)
+                reason = f"{topic}-{partition} offset {base}: CRC mismatch"
+                break
             epoch = int(c["producer_epoch"][i])
             max_epoch = epoch if max_epoch is None else max(max_epoch, epoch)
             if bool(c["is_control"][i]):
@@ -195,9 +193,11 @@ def read_producer(wire: Any, topic: str, partition: int, producer_id: int, first
             last_offset = last
             last_ts = max(last_ts or -1, int(c["max_timestamp"][i]))
         pos = max(pos, int(c["last_offset"][-1]) + 1)
-    return LogRead(start, end, True, open_start=open_start, first_ts=first_ts, last_ts=last_ts,
-                   first_epoch=first_epoch, last_offset=last_offset, batches=batches, records=records, bytes=size,
-                   max_epoch=max_epoch, closing_marker=closing, bytes_read=spent)
+    # cut short (``reason``): what was read so far is kept (a lower bound of the extent) and
+    # ``complete`` says it is not the whole story
+    return LogRead(start, end, reason is None, reason=reason, open_start=open_start, first_ts=first_ts,
+                   last_ts=last_ts, first_epoch=first_epoch, last_offset=last_offset, batches=batches,
+                   records=records, bytes=size, max_epoch=max_epoch, closing_marker=closing, bytes_read=spent)
 
 
 # ---------------------------------------------------------------------------------- the coordinator
