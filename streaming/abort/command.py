@@ -127,6 +127,8 @@ def run_abort(key_text: str, cfg: Config, *, bootstrap: str | None, alerts_path:
     bootstrap = bootstrap or cfg.kafka.bootstrap_servers
     if not bootstrap:
         raise AbortUsageError("give --bootstrap-server, or --config with [kafka] bootstrap_servers")
+    if yes and not execute:
+        raise AbortUsageError("--yes only applies with --execute (a dry run asks nothing and sends nothing)")
     mode = "execute" if execute else "dry-run"
     alert = latest_alert(alerts_path or cfg.sinks.jsonl_path, key)
     audit = AuditLog(cfg.abort.audit_path, _publisher(cfg, bootstrap))

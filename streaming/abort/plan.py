@@ -248,8 +248,9 @@ def describe(p: Plan) -> list[str]:
                                                     "none known" if groups is not None else "unknown"))
         if p.commands is not None:
             new, legacy = p.commands
-            out.append("or run Kafka's own tool instead:")
-            out.append(f"  {new}")
+            out.append("or run Kafka's own tool (kafka-transactions.sh of 3.0+) instead:")
+            if r.apis.get("DescribeProducers"):  # --start-offset looks the producer up with it (2.8+)
+                out.append(f"  {new}")
             if legacy:
                 out.append(f"  {legacy}")
     return out
