@@ -471,3 +471,13 @@ def test_a_re_read_cut_short_is_not_proof_without_describe_producers(tmp_path, v
     else:  # the leader's DescribeProducers entry says it is open at 2; the preview is a lower bound
         assert code == 0, text
         assert "discards: at least " in text
+
+
+@pytest.mark.parametrize(("version", "state"), [((2, 7), "PrepareAbort"), ((3, 9), "PrepareCommit")],
+                         ids=["2.7-PrepareAbort", "3.9-PrepareCommit"])
+def test_refuses_while_the_coordinator_has_markers_pending(tmp_path, version, state):
+    # the coordinator decided (Prepare*) and still lists orders-0: its marker will come
+    # (TransactionMarkerChannelManager); an abort now could contradict a COMMIT elsewhere
+    with Cluster(tmp_path, version, coordinator_state=state, partitions={"orders": [0]}) as c:
+        text = _refused(c, "coordinator-owns")
+    assert f"'payments-7' {state} with orders-0 among its partitions" in text and "markers-pending" in text

@@ -127,8 +127,9 @@ def make_plan(r: Reread, *, alert: dict[str, Any] | None, thresholds: Thresholds
         why = "; ".join(r.problems) or "Metadata does not list it"
         return Plan(key, r, None, None, (Refusal(NOT_PROVEN, f"{key.tp} is unknown to the cluster: {why}"),))
     if r.leader < 0:
+        seen = f" ({'; '.join(r.problems)})" if r.problems else " (Metadata)"
         return Plan(key, r, None, None, (Refusal(NO_LEADER, (
-            f"{key.tp} has no leader now (Metadata): only the leader can write the marker; wait for the "
+            f"{key.tp} has no leader now{seen}: only the leader can write the marker; wait for the "
             f"election (kafka-topics.sh --describe --topic {key.topic}) and run this again")),))
     closed = _closed(r)
     if closed is not None:
