@@ -70,12 +70,12 @@ def _alert(path: Path, **over) -> None:
 
 class Cluster:
     def __init__(self, tmp_path: Path, version, *, coordinator_state="CompleteCommit", partitions=None,
-                 describe_state: str | None = None, num_nodes: int = 1):
+                 describe_state: str | None = None, num_nodes: int = 1, sasl=None):
         self.root = tmp_path / "logs"
         self.root.mkdir()
         _stage(self.root, coordinator_state=coordinator_state, partitions=partitions)
         self.broker = FakeKafkaBroker(self.root, broker_version=version, auto_create_topics=False,
-                                      num_nodes=num_nodes)
+                                      num_nodes=num_nodes, sasl=sasl)
         if version >= (3, 0):
             parts = {("orders", 0)} if partitions else set()
             self.broker.set_transaction("payments-7", producer_id=PID, producer_epoch=EPOCH,
@@ -481,3 +481,17 @@ def test_refuses_while_the_coordinator_has_markers_pending(tmp_path, version, st
     with Cluster(tmp_path, version, coordinator_state=state, partitions={"orders": [0]}) as c:
         text = _refused(c, "coordinator-owns")
     assert f"'payments-7' {state} with orders-0 among its partitions" in text and "markers-pending" in text
+
+
+def test_uses_the_jobs_sasl_settings_and_names_the_principal_in_the_acl_message(tmp_path):
+    from tests.kafka_fake_security import SaslConfig
+
+    with Cluster(tmp_path, (4, 0), sasl=SaslConfig.for_users({"ops": "s3cret"})) as c:
+        for op in ("ClusterAction", "Alter"):
+            c.broker.deny(op, "Cluster", "kafka-cluster", principal="User:ops")
+        sasl = {"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN",
+                "kafka.sasl_plain_username": "ops", "kafka.sasl_plain_password": "s3cret"}
+        assert c.run(**sasl)[0] == 0
+        code, text = c.run(execute=True, yes=True, **sasl)
+        assert code == 1 and c.lso() == FIRST
+    assert "--allow-principal User:ops --operation Alter --cluster" in text
