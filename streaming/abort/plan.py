@@ -19,6 +19,7 @@ from streaming.abort.key import AlertKey
 from streaming.abort.reread import Reread
 from streaming.alerts import AlertConfig, abort_commands
 from streaming.verdict import CoordinatorView, EpochEvidence, OpenTxn, Thresholds, Verdict, judge
+from udfs.model import OPEN_TXN_STATES
 
 # refusal codes (docs/runbook.md lists them with what to do)
 NO_LEADER = "no-leader"
@@ -167,7 +168,7 @@ def make_plan(r: Reread, *, alert: dict[str, Any] | None, thresholds: Thresholds
             f"still finish it")))
     elif v.status == "late":
         co = r.coordinator
-        if co is not None and co.state in ("Ongoing", "PrepareCommit", "PrepareAbort") and \
+        if co is not None and co.state in OPEN_TXN_STATES and \
                 key.tp in (co.partitions or ()):
             refusals.append(Refusal(COORDINATOR_OWNS, (
                 f"the coordinator reports transaction {co.transactional_id!r} {co.state} with {key.tp} among its "
