@@ -495,3 +495,14 @@ def test_uses_the_jobs_sasl_settings_and_names_the_principal_in_the_acl_message(
         code, text = c.run(execute=True, yes=True, **sasl)
         assert code == 1 and c.lso() == FIRST
     assert "--allow-principal User:ops --operation Alter --cluster" in text
+
+
+def test_an_alert_epoch_from_a_rule_that_errs_low_is_replaced_by_the_exact_one(tmp_path):
+    # detection.md §4 rule 5 (producer-last-marker) may be below the leader's value: the exact
+    # re-read (the leader's DescribeProducers entry: 3) is not a state change and is what is sent
+    with Cluster(tmp_path, (3, 9)) as c:
+        _alert(c.alerts, coordinator_epoch=2, coordinator_epoch_source="producer-last-marker")
+        code, text = c.run(execute=True, yes=True)
+        assert code == 0, text
+        (req,) = c.broker.requests_for("write_txn_markers")
+        assert req.request.markers[0].coordinator_epoch == 3

@@ -34,6 +34,11 @@ UNVERIFIED = "unverified"
 NO_COORDINATOR_EPOCH = "no-coordinator-epoch"
 
 
+# detection.md §4: sources that give the leader's exact value, and those that may err low
+EXACT_EPOCH_SOURCES = frozenset({"describe-producers", "last-marker", "snapshot", "log-start"})
+INEXACT_EPOCH_SOURCES = frozenset({"producer-last-marker", "all-coordinators-max"})
+
+
 @dataclass(frozen=True)
 class Refusal:
     code: str
@@ -189,7 +194,12 @@ def make_plan(r: Reread, *, alert: dict[str, Any] | None, thresholds: Thresholds
             refusals.append(Refusal(EPOCH_CHANGED, (
                 f"producer {key.producer_id}'s epoch on {key.tp} is now {v.producer_epoch}; the alert's command "
                 f"was built with epoch {a_e}: the producer was re-initialised or fenced since the alert")))
-        if a_c is not None and v.coordinator_epoch is not None and int(a_c) != v.coordinator_epoch:
+        # An alert whose epoch came from a rule that errs low (detection.md §4 rules 5-6) is
+        # replaced by an exact re-read without a state change: only an exact one is compared.
+        a_src = alert.get("coordinator_epoch_source")
+        inexact = a_src in INEXACT_EPOCH_SOURCES and v.coordinator_epoch_source in EXACT_EPOCH_SOURCES
+        if a_c is not None and v.coordinator_epoch is not None and int(a_c) != v.coordinator_epoch \
+                and not inexact:
             refusals.append(Refusal(COORDINATOR_EPOCH_CHANGED, (
                 f"the coordinator epoch for producer {key.producer_id} on {key.tp} is now {v.coordinator_epoch} "
                 f"(source {v.coordinator_epoch_source}); the alert's command was built with {a_c}: a coordinator "

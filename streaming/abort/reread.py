@@ -11,9 +11,10 @@ What is read (issue 22; detection.md §0: the broker's own word is proof where i
    first write time, the extent an abort discards and any marker that closed it.
 4. **DescribeProducers** (2.8+) on the leader: the producer's entry as the leader holds it
    (epoch, coordinator epoch, CurrentTxnStartOffset) - what the broker will check the marker
-   against (``ProducerAppendInfo.checkProducerEpoch``/``checkCoordinatorEpoch``).
-   Before 2.8: the producer's last marker below the first offset, read backwards
-   (``streaming.broker_evidence.KafkaLookback``; detection.md §4 rule 2).
+   against (``ProducerAppendInfo.checkProducerEpoch``/``checkCoordinatorEpoch``). And the
+   producer's last marker below the first offset, read backwards
+   (``streaming.broker_evidence.KafkaLookback``): the coordinator epoch before 2.8 (detection.md
+   §4 rule 2) and the write-after-marker refinement of the cause.
 5. The coordinator: on 3.0+ **ListTransactions** filtered by the producer id on every broker
    (every broker is the coordinator of its ``__transaction_state`` partitions; Kafka's
    find-hanging step 4) and **DescribeTransactions** of the id found; before 3.0 every
@@ -343,13 +344,14 @@ def reread(key: AlertKey, *, wire: Any, confirm: Any, lookback: Any, span_max_by
                         max_bytes=span_max_bytes)
     if not log.complete:
         problems.append(log.reason or f"the re-read of {key.tp} did not reach the high watermark")
-    dp = lb = None
+    dp = None
     if apis["DescribeProducers"]:
         dp = producer_answer(confirm.describe_producers(topic, partition), pid)
         if dp is None:
             problems.append(f"DescribeProducers on {key.tp}'s leader gave no answer")
-    else:
-        lb = lookback.last_marker_before(topic, partition, pid, first)
+    # P's last marker below O: the coordinator epoch before 2.8 (detection.md §4 rule 2), and on
+    # every version the write-after-marker refinement of the cause (the same evidence as the job's)
+    lb = lookback.last_marker_before(topic, partition, pid, first)
     coord = None
     if apis["ListTransactions"] and apis["DescribeTransactions"]:
         coord = coordinator_by_admin(confirm, pid, transactional_id)
