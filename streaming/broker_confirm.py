@@ -13,10 +13,12 @@ group admin), each asked only when the bootstrap broker's ApiVersions answer lis
   (``TransactionCoordinator.handleDescribeTransactions``): its in-memory state, producer id and
   epoch, partitions, timeout and start time. TRANSACTIONAL_ID_NOT_FOUND is an answer (the
   coordinator does not know the id), not a failure.
-* ``blocked_groups`` - ListGroups + OffsetFetch (``list_groups``/``list_group_offsets``):
-  consumer groups whose committed offset on tp is at or below the pinning transaction's first
-  offset. A read_committed consumer cannot pass the LSO, which that transaction holds at its
-  first offset. All groups' offsets are cached and refreshed every ``groups_refresh_ms``.
+* ``blocked_groups`` / ``group_positions`` - ListGroups + OffsetFetch (``list_groups``/
+  ``list_group_offsets``), then the partition itself (``streaming.group_hold``): the groups the
+  transaction *holds now* (committed offset at or below the LSO it pins, no delivered record in
+  between) and the groups merely *lagging* behind it (records still to read, or an older
+  transaction pins the LSO first). All groups' offsets are cached and refreshed every
+  ``groups_refresh_ms``; the LSO and the records in between are read per finding.
 
 ``last_marker_before`` is delegated to the look-back reader given as ``lookback`` (i10-wire's
 ``KafkaLookback``), so one object answers the whole protocol.
@@ -45,6 +47,7 @@ from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.structs import TopicPartition
 
 from streaming.broker_evidence import BrokerEvidence, LookbackResult, SpanResult
+from streaming.group_hold import DEFAULT_HOLD_MAX_BYTES, classify_groups, committed_between_reader
 from streaming.sources.kafka_security import authorization_message, principal_of
 from streaming.sources.kafka_wire import KafkaAuthorizationError
 from streaming.verdict import DescribeProducersAnswer
@@ -155,7 +158,7 @@ class KafkaBrokerConfirm:
     def __init__(self, bootstrap_servers: str, *, client_id: str = "txnwatch-confirm",
                  security: dict[str, Any] | None = None, request_timeout_ms: int = 30000,
                  groups_refresh_ms: int = DEFAULT_GROUPS_REFRESH_MS, lookback: BrokerEvidence | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, hold_max_bytes: int = DEFAULT_HOLD_MAX_BYTES):
         self.bootstrap_servers = bootstrap_servers
         self._client_kwargs = dict(bootstrap_servers=bootstrap_servers, client_id=client_id,
                                    request_timeout_ms=request_timeout_ms, **(security or {}))
@@ -169,6 +172,11 @@ class KafkaBrokerConfirm:
         self._groups_at: float | None = None
         self._groups_off: str | None = None if groups_refresh_ms > 0 else "[kafka] groups_refresh_ms = 0"
         self._logged: set[str] = set()
+        self._security = dict(security or {})
+        self._request_timeout_ms = request_timeout_ms
+        self._client_id = client_id
+        self.hold_max_bytes = hold_max_bytes
+        self._own_wire = None  # a KafkaWire for the group-hold reads when no look-back reader has one
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
@@ -179,6 +187,9 @@ class KafkaBrokerConfirm:
         close = getattr(self.lookback, "close", None)
         if close is not None:
             close()
+        if self._own_wire is not None:
+            self._own_wire.close()
+            self._own_wire = None
 
     def __enter__(self) -> KafkaBrokerConfirm:
         return self
@@ -286,12 +297,53 @@ class KafkaBrokerConfirm:
         return self.lookback.span_after(topic, partition, producer_id, first_offset)
 
     def blocked_groups(self, topic: str, partition: int, first_offset: int) -> list[str] | None:
+        """The groups the transaction at ``first_offset`` holds now (see :meth:`group_positions`)."""
+        positions = self.group_positions(topic, partition, first_offset)
+        return None if positions is None else positions[0]
+
+    def group_positions(self, topic: str, partition: int,
+                        first_offset: int) -> tuple[list[str], list[str]] | None:
+        """(held, lagging) consumer groups of the transaction at ``first_offset`` on tp
+        (``streaming.group_hold.classify_groups``); None when the groups or the partition's LSO
+        cannot be read."""
         with self._lock:
             committed = self._group_offsets()
         if committed is None:
             return None
-        return sorted(g for g, offset in committed.get((topic, int(partition)), {}).items()
-                      if 0 <= offset <= first_offset)
+        mine = committed.get((topic, int(partition)), {})
+        if not any(0 <= o <= first_offset for o in mine.values()):
+            return [], []  # nobody is at or behind the transaction: nothing to read
+        from streaming.sources.kafka_wire import KafkaWireError
+        from udfs.record_batch import scan_batches
+
+        try:
+            wire = self._wire()
+            offs = wire.offsets([(topic, int(partition))])[(topic, int(partition))]
+            if offs.deleted or offs.lso < 0:
+                log.warning("group hold: no LSO for %s-%d: groups unknown", topic, partition)
+                return None
+            lso = offs.lso
+            between = committed_between_reader(
+                lambda off, n: wire.fetch(topic, int(partition), off, n),
+                lambda data: scan_batches(data, validate_crc=False, source=f"{topic}-{partition}",
+                                          allow_partial_tail=True).columns,
+                max_bytes=self.hold_max_bytes)
+            return classify_groups(mine, int(first_offset), lso, between)
+        except (KafkaWireError, OSError, ValueError) as exc:
+            log.warning("group hold: reading %s-%d failed, groups unknown: %s", topic, partition, exc)
+            return None
+
+    def _wire(self):
+        """The look-back reader's KafkaWire when it has one (the live job), else an own one."""
+        get = getattr(self.lookback, "wire", None)
+        if callable(get):
+            return get()
+        if self._own_wire is None:
+            from streaming.sources.kafka_wire import KafkaWire
+
+            self._own_wire = KafkaWire(self.bootstrap_servers, client_id=self._client_id,
+                                       request_timeout_ms=self._request_timeout_ms, **self._security)
+        return self._own_wire
 
     # ------------------------------------------------------------------ consumer groups
     def _group_offsets(self) -> dict[tuple[str, int], dict[str, int]] | None:
@@ -380,5 +432,10 @@ def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
                                           + [p for p in problems if p.startswith(DESCRIBE_TRANSACTIONS)]}
     alert["evidence"] = found or alert.get("evidence")
     alert["confirmed_by"] = confirmed if (dp is not None or dt is not None) else None
-    alert["blocked_groups"] = evidence.blocked_groups(topic, partition, first)
+    positions = getattr(evidence, "group_positions", None)
+    if positions is not None:
+        held_lagging = positions(topic, partition, first)
+        alert["blocked_groups"], alert["lagging_groups"] = held_lagging if held_lagging is not None else (None, None)
+    else:
+        alert["blocked_groups"] = evidence.blocked_groups(topic, partition, first)
     return alert

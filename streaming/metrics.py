@@ -81,8 +81,8 @@ class Metrics:
         self.lso_lag = Gauge("txnwatch_lso_lag_records", "High watermark minus last stable offset per partition",
                              tp, registry=r)
         self.blocked_groups = Gauge(
-            "txnwatch_blocked_groups", "Consumer groups committed at or below an open finding's first offset, "
-            "per partition (live path)", ["cluster", "topic", "partition"], registry=r)
+            "txnwatch_blocked_groups", "Consumer groups an open finding holds now at the LSO (the alert's "
+            "blocked_groups), per partition (live path)", ["cluster", "topic", "partition"], registry=r)
         self.late = Gauge("txnwatch_late_transactions", "Open findings with status late", ["cluster"], registry=r)
         self.hanging = Gauge("txnwatch_hanging_transactions", "Open findings with status hanging, by cause",
                              ["cluster", "cause"], registry=r)

@@ -85,6 +85,8 @@ ALERT_FIELDS = (
     "missing_txn_partitions", "epoch_hint", "evidence",
     # the live cluster's confirmation (streaming/broker_confirm.py; null without a broker)
     "confirmed_by", "blocked_groups",
+    # groups behind the finding that still have records to read (issue 25: blocked = held now)
+    "lagging_groups",
     # a finding re-published while its partition is unreadable (issue 14)
     "stale", "last_read_ms",
 )

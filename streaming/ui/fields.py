@@ -114,6 +114,7 @@ IDENTITY_FIELDS = (
     ("transactional_id", "Transactional id"),
     ("coordinator_state", "Coordinator state"),
     ("blocked_groups", "Blocked consumer groups"),
+    ("lagging_groups", "Consumer groups behind it (not held yet)"),
     ("stale", "Stale (partition unreadable)"),
     ("last_read_ms", "Last read of the partition"),
     ("detected_at", "Detected at"),
