@@ -372,7 +372,7 @@ class KafkaBrokerConfirm:
         admin = self._admin()
         # Without Describe on the Cluster, ListGroups lists only the groups the principal may
         # Describe (KafkaApis.handleListGroupsRequest): the answer is then partial, not wrong.
-        ids = sorted({g["group_id"] for g in admin.list_groups() if g.get("protocol_type") in ("consumer", "")})
+        ids = sorted({g["group_id"] for g in _offset_groups(admin)})
         out: dict[tuple[str, int], dict[str, int]] = {}
         for gid, offsets in _per_group(admin, ids):
             for tp, om in offsets.items():
@@ -380,15 +380,51 @@ class KafkaBrokerConfirm:
         return out
 
 
+#: group types whose committed offsets a read_committed consumer resumes from: classic groups and
+#: KIP-848 consumer groups. Share groups keep no offsets (ShareGroup.validateOffsetFetch answers
+#: GROUP_ID_NOT_FOUND). ListGroups v5 TypesFilter is matched with Group.GroupType.parse
+#: (GroupMetadataManager.listGroups).
+OFFSET_GROUP_TYPES = ("classic", "consumer")
+
+
+def _offset_groups(admin) -> list[dict]:
+    """The listed groups that commit consumer offsets. On ListGroups v5+ (4.0, KIP-848) the
+    coordinator filters by type; ``protocol_type`` is "consumer" for both classic consumers and
+    KIP-848 consumer groups (ConsumerGroup.protocolType), "" for groups that only commit offsets."""
+    versions = admin._manager.broker_version_data.api_versions
+    if versions.get(ListGroupsRequest.API_KEY, (0, 0))[1] >= 5:
+        listed = admin.list_groups(types_filter=list(OFFSET_GROUP_TYPES))
+    else:
+        listed = admin.list_groups()
+    return [g for g in listed if g.get("protocol_type") in ("consumer", "")
+            and g.get("group_type", "classic").lower() in OFFSET_GROUP_TYPES + ("",)]
+
+
 def _per_group(admin, ids: Iterable[str]) -> list[tuple[str, dict]]:
     """(group id, {TopicPartition: OffsetAndMetadata}) for every group: one OffsetFetch per
-    coordinator where OffsetFetch v8 batches groups (3.0+, KIP-709), else one per group."""
+    coordinator where OffsetFetch v8 batches groups (3.0+, KIP-709), else one per group.
+
+    The admin fetch sends no member id and member epoch -1 (v8 has neither field, v9's defaults
+    are null/-1: OffsetFetchRequest.json), which a KIP-848 consumer group accepts from anyone
+    (ConsumerGroup.validateOffsetFetch: "memberId == null && memberEpoch < 0" is the admin
+    client). A group gone between ListGroups and OffsetFetch (GROUP_ID_NOT_FOUND, also a share
+    group on brokers that list those as "consumer") fails the whole batched answer in kafka-python:
+    the batch is then asked group by group and such groups are left out."""
     ids = list(ids)
     if not ids:
         return []
     if admin._manager.broker_version_data.api_versions.get(OffsetFetchRequest.API_KEY, (0, 0))[1] >= 8:
-        return list(admin.list_group_offsets(ids).items())
-    return [(gid, admin.list_group_offsets({gid: None})[gid]) for gid in ids]
+        try:
+            return list(admin.list_group_offsets(ids).items())
+        except (Errors.GroupIdNotFoundError, Errors.UnknownMemberIdError, Errors.StaleMemberEpochError):
+            pass
+    out = []
+    for gid in ids:
+        try:
+            out.append((gid, admin.list_group_offsets({gid: None})[gid]))
+        except (Errors.GroupIdNotFoundError, Errors.UnknownMemberIdError, Errors.StaleMemberEpochError) as exc:
+            log.info("consumer group %s left out of the group lookup: %s", gid, type(exc).__name__)
+    return out
 
 
 def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:

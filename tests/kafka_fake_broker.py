@@ -71,6 +71,9 @@ What is modelled (and how faithfully)
   ``KafkaApis.handleListGroupsRequest`` (all groups with DESCRIBE on the cluster, else the
   described ones) and ``handleOffsetFetchRequestFromCoordinator`` (DESCRIBE on the group, topics
   without DESCRIBE answered TOPIC_AUTHORIZATION_FAILED per partition, -1 when nothing is committed).
+  KIP-848 group types (``group_type``): ListGroups v5 answers each group's type and applies the
+  TypesFilter (``GroupMetadataManager.listGroups``); OffsetFetch of a share group answers
+  GROUP_ID_NOT_FOUND (``ShareGroup.validateOffsetFetch``).
   **FindCoordinator** checks DESCRIBE on the group / transactional id (``KafkaApis.getCoordinator``).
   Only the tables of releases that have an API advertise it (``broker_version``).
 * **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories. Before v4
@@ -230,6 +233,7 @@ GROUP_AUTHORIZATION_FAILED = 30
 NOT_COORDINATOR = 16
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 TRANSACTIONAL_ID_NOT_FOUND = 105
+GROUP_ID_NOT_FOUND = 69
 
 ERROR_CODES = {
     "NONE": NONE,
@@ -1960,11 +1964,12 @@ class FakeKafkaBroker:
     # from the served log (as the leader's ProducerStateManager does), so it can disagree with what
     # a client read earlier only because the log changed since.
     def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int], *,
-                       protocol_type: str = "consumer", state: str = "Stable") -> None:
-        """Committed offsets of a consumer group (what OffsetCommit would have stored)."""
+                       protocol_type: str = "consumer", state: str = "Stable", group_type: str = "classic") -> None:
+        """Committed offsets of a consumer group (what OffsetCommit would have stored).
+        ``group_type`` (KIP-848): "classic", "consumer" (new protocol) or "share" (keeps no offsets)."""
         with self._lock:
             g = self._groups.setdefault(group_id, {"protocol_type": protocol_type, "state": state, "offsets": {}})
-            g["protocol_type"], g["state"] = protocol_type, state
+            g["protocol_type"], g["state"], g["group_type"] = protocol_type, state, group_type
             g["offsets"].update({(str(t), int(p)): int(o) for (t, p), o in offsets.items()})
 
     def set_transaction(self, transactional_id: str, *, producer_id: int, producer_epoch: int, state: str,
@@ -2087,12 +2092,18 @@ class FakeKafkaBroker:
         all_groups = self._authorized("Describe", "Cluster", "kafka-cluster")
         out = []
         if node.node_id == self._nodes[0].node_id:
+            # v5 TypesFilter (KIP-848): GroupMetadataManager.listGroups matches Group.GroupType.parse
+            # (case-insensitive) of each filter against the group's type; empty = every type.
+            types = {t.lower() for t in request.types_filter} if version >= 5 and request.types_filter else None
             for gid, g in sorted(self._groups.items()):
                 if version >= 4 and request.states_filter and g["state"] not in request.states_filter:
                     continue
+                gtype = g.get("group_type", "classic")
+                if types is not None and gtype not in types:
+                    continue
                 if all_groups or self._authorized("Describe", "Group", gid):
                     out.append(ListGroupsResponse.ListedGroup(group_id=gid, protocol_type=g["protocol_type"],
-                                                              group_state=g["state"], group_type="classic"))
+                                                              group_state=g["state"], group_type=gtype))
         return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=NONE, groups=out)
 
     def _group_partitions(self, group_id: str, topics) -> tuple[int, list[tuple[str, list[tuple[int, int, int]]]]]:
@@ -2102,6 +2113,8 @@ class FakeKafkaBroker:
         partition without a committed offset gets -1 and no error. ``topics`` None = all."""
         if not self._authorized("Describe", "Group", group_id):
             return GROUP_AUTHORIZATION_FAILED, []
+        if self._groups.get(group_id, {}).get("group_type") == "share":
+            return GROUP_ID_NOT_FOUND, []  # ShareGroup.validateOffsetFetch: "is not a consumer group"
         committed = self._groups.get(group_id, {}).get("offsets", {})
         if topics is None:
             by_topic: dict[str, list[int]] = collections.defaultdict(list)

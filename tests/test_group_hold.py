@@ -135,3 +135,42 @@ def test_committed_record_scan_waits_for_the_marker() -> None:
 def test_classify_undecided_is_lagging_never_held() -> None:
     assert classify_groups({"a": 3, "b": 5}, 5, 5, lambda lo, hi: None) == (["b"], ["a"])
     assert classify_groups({"a": 3}, 5, None, lambda lo, hi: False) is None
+
+
+# --- KIP-848 groups (issue 25 item 6) -------------------------------------------------------------
+
+
+def test_kip848_consumer_groups_are_listed_with_the_types_filter_at_40(tmp_path: Path) -> None:
+    """4.0 API table (ListGroups v5, OffsetFetch v9). Protocol types as the 4.0 coordinator lists
+    them: a KIP-848 consumer group "consumer" (ConsumerGroup.protocolType), a share group "share"
+    (ModernGroup.asListedGroup -> ShareGroup.protocolType), a Connect cluster's classic group "connect"."""
+    root = tmp_path / "logs"
+    with FakeKafkaBroker(root, broker_version=(4, 0)) as broker:
+        broker.create_topic("events", 1)
+        broker.append_raw("events", 0, EVENTS_0)
+        broker.commit_offsets("classic-app", {("events", 0): 8})
+        broker.commit_offsets("kip848-app", {("events", 0): 8}, group_type="consumer")
+        broker.commit_offsets("kip848-behind", {("events", 0): 0}, group_type="consumer")
+        broker.commit_offsets("share-app", {}, protocol_type="share", group_type="share")
+        broker.commit_offsets("connect-cluster", {}, protocol_type="connect")
+        with KafkaBrokerConfirm(broker.bootstrap_servers, request_timeout_ms=5000) as confirm:
+            assert confirm.group_positions("events", 0, 8) == (["classic-app", "kip848-app"], ["kip848-behind"])
+        (lg,) = broker.requests_for("list_groups")
+        assert lg.version == 5 and sorted(lg.request.types_filter) == ["classic", "consumer"]
+        fetched = [g.group_id for r in broker.requests_for("offset_fetch") for g in r.request.groups]
+        assert sorted(fetched) == ["classic-app", "kip848-app", "kip848-behind"]  # share-app never asked
+
+
+def test_a_group_offset_fetch_refuses_is_left_out_not_the_whole_lookup(tmp_path: Path) -> None:
+    """3.9's AbstractGroup.asListedGroup listed share groups with protocol type "consumer"; on a
+    broker without the v5 types filter such a group reaches OffsetFetch, which answers
+    GROUP_ID_NOT_FOUND (ShareGroup.validateOffsetFetch) - as does a group deleted between the
+    two requests. The other groups are still named."""
+    root = tmp_path / "logs"
+    with FakeKafkaBroker(root, broker_version=(3, 0)) as broker:
+        broker.create_topic("events", 1)
+        broker.append_raw("events", 0, EVENTS_0)
+        broker.commit_offsets("classic-app", {("events", 0): 8})
+        broker.commit_offsets("listed-as-consumer", {}, group_type="share")
+        with KafkaBrokerConfirm(broker.bootstrap_servers, request_timeout_ms=5000) as confirm:
+            assert confirm.blocked_groups("events", 0, 8) == ["classic-app"]
