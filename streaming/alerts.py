@@ -210,6 +210,7 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         "confirmed_by": None,
         "blocked_groups": None,
         "lagging_groups": None,
+        "transaction_version": None,
         "stale": None,  # set on re-publication while the partition is unreadable (streaming/availability.py)
         "last_read_ms": None,
     }

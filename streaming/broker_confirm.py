@@ -47,6 +47,7 @@ from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.structs import TopicPartition
 
 from streaming.broker_evidence import BrokerEvidence, LookbackResult, SpanResult
+from streaming.cluster_features import finalized_levels, transaction_version_of
 from streaming.group_hold import DEFAULT_HOLD_MAX_BYTES, classify_groups, committed_between_reader
 from streaming.sources.kafka_security import authorization_message, principal_of
 from streaming.sources.kafka_wire import KafkaAuthorizationError
@@ -59,6 +60,9 @@ DESCRIBE_TRANSACTIONS = "DescribeTransactions"
 #: coordinator states in which the coordinator still owns the transaction's partitions
 _OPEN_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort"})
 DEFAULT_GROUPS_REFRESH_MS = 60_000
+#: how long a read of the finalized features is reused (they change only on an operator upgrade)
+FEATURES_REFRESH_S = 60.0
+_API_VERSIONS_KEY = 18
 
 
 def producer_answer(answers: dict[int, DescribeProducersAnswer] | None,
@@ -177,6 +181,7 @@ class KafkaBrokerConfirm:
         self._client_id = client_id
         self.hold_max_bytes = hold_max_bytes
         self._own_wire = None  # a KafkaWire for the group-hold reads when no look-back reader has one
+        self._features: tuple[float, int | None] | None = None  # (read at, transaction.version)
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
@@ -345,6 +350,38 @@ class KafkaBrokerConfirm:
                                        request_timeout_ms=self._request_timeout_ms, **self._security)
         return self._own_wire
 
+    # ------------------------------------------------------------------ cluster features
+    def transaction_version(self) -> int | None:
+        """The cluster's finalized ``transaction.version`` (``streaming.cluster_features``), read
+        with ApiVersions v3+ at most once per ``FEATURES_REFRESH_S``; None when the brokers do not
+        report features (ApiVersions < v3, Kafka < 2.4) or cannot be reached."""
+        now = self._clock()
+        with self._lock:
+            if self._features is not None and now - self._features[0] < FEATURES_REFRESH_S:
+                return self._features[1]
+            tv = self._read_transaction_version()
+            self._features = (now, tv)
+            return tv
+
+    def _read_transaction_version(self) -> int | None:
+        try:
+            versions = self._admin()._manager.broker_version_data.api_versions
+        except (Errors.KafkaError, OSError) as exc:
+            log.warning("ApiVersions: cannot reach %s, transaction version unknown: %s", self.bootstrap_servers, exc)
+            return None
+        if versions.get(_API_VERSIONS_KEY, (0, 0))[1] < 3:
+            self._once("features", logging.INFO, "the brokers at %s answer ApiVersions < v3 (no finalized "
+                       "features, KIP-584): transaction version unknown", self.bootstrap_servers)
+            return None
+        from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+
+        admin = self._admin()
+        req = ApiVersionsRequest(client_software_name="txnwatch", client_software_version="1", min_version=3)
+        res = self._call("ApiVersions", lambda: admin._manager.run(admin._manager.send, req))
+        if res is None:
+            return None
+        return transaction_version_of(*finalized_levels(res))
+
     # ------------------------------------------------------------------ consumer groups
     def _group_offsets(self) -> dict[tuple[str, int], dict[str, int]] | None:
         if self._groups_off is not None:
@@ -468,6 +505,8 @@ def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
                                           + [p for p in problems if p.startswith(DESCRIBE_TRANSACTIONS)]}
     alert["evidence"] = found or alert.get("evidence")
     alert["confirmed_by"] = confirmed if (dp is not None or dt is not None) else None
+    tv = getattr(evidence, "transaction_version", None)
+    alert["transaction_version"] = tv() if tv is not None else None
     positions = getattr(evidence, "group_positions", None)
     if positions is not None:
         held_lagging = positions(topic, partition, first)

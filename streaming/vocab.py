@@ -87,6 +87,8 @@ ALERT_FIELDS = (
     "confirmed_by", "blocked_groups",
     # groups behind the finding that still have records to read (issue 25: blocked = held now)
     "lagging_groups",
+    # the cluster's finalized transaction.version (issue 25; informational, live path only)
+    "transaction_version",
     # a finding re-published while its partition is unreadable (issue 14)
     "stale", "last_read_ms",
 )

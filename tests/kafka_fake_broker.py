@@ -15,7 +15,8 @@ them (or drop new segment files) while the broker runs; :meth:`refresh` drops al
 
 What is modelled (and how faithfully)
 -------------------------------------
-* **ApiVersions** v0-4. An unsupported ApiVersions version is answered UNSUPPORTED_VERSION in
+* **ApiVersions** v0-4 (v3+: the finalized features set with :meth:`FakeKafkaBroker.finalize_feature`,
+  e.g. ``transaction.version``). An unsupported ApiVersions version is answered UNSUPPORTED_VERSION in
   v0 format (Kafka's ``RequestContext.parseRequest``); the list in that answer is empty before
   2.4 and holds only the ApiVersions range from 2.4 on (KIP-511, ``ApiVersionsRequest
   .getErrorResponse`` of 2.3.0 vs 2.4.0). Advertised ranges: :data:`DEFAULT_API_VERSIONS`, or a
@@ -1543,9 +1544,29 @@ class FakeKafkaBroker:
                 for k, (lo, hi) in sorted(self.api_versions.items())]
 
     # ---------------------------------------------------------------- handlers
+    def finalize_feature(self, name: str, level: int) -> None:
+        """A cluster-wide finalized feature level (KIP-584), e.g. ``transaction.version`` 2 on a
+        4.0 cluster; reported in ApiVersions v3+ with a finalized-features epoch that moves on
+        every change (the offset of the feature record in the metadata log, always >= 0 once set)."""
+        with self._lock:
+            features = dict(getattr(self, "_finalized_features", {}))
+            features[name] = int(level)
+            self._finalized_features = features
+            self._features_epoch = getattr(self, "_features_epoch", -1) + 1
+
     def _on_api_versions(self, node, request, version):
+        extra = {}
+        if version >= 3:
+            # ApiVersionsResponse.json v3+: FinalizedFeaturesEpoch (tag 1, -1 = unknown: the list is
+            # not valid) and FinalizedFeatures (tag 2); a level-0 feature is not listed
+            # (FinalizedFeatures drop level 0, KIP-1022), which readers take as level 0.
+            F = ApiVersionsResponse.FinalizedFeatureKey
+            features = getattr(self, "_finalized_features", {})
+            extra = dict(finalized_features_epoch=getattr(self, "_features_epoch", -1),
+                         finalized_features=[F(name=n, max_version_level=lv, min_version_level=lv)
+                                             for n, lv in sorted(features.items()) if lv > 0])
         return ApiVersionsResponse(version=version, error_code=NONE, api_keys=self._api_version_list(),
-                                   throttle_time_ms=0)
+                                   throttle_time_ms=0, **extra)
 
     def _topic_id(self, topic: str) -> uuid.UUID:
         return uuid.uuid5(_UUID_NS, f"{topic}/{self._topic_generation[topic]}")

@@ -115,6 +115,7 @@ IDENTITY_FIELDS = (
     ("coordinator_state", "Coordinator state"),
     ("blocked_groups", "Blocked consumer groups"),
     ("lagging_groups", "Consumer groups behind it (not held yet)"),
+    ("transaction_version", "Cluster transaction version"),
     ("stale", "Stale (partition unreadable)"),
     ("last_read_ms", "Last read of the partition"),
     ("detected_at", "Detected at"),
