@@ -1,0 +1,97 @@
+"""Open transactional offset commits in __consumer_offsets (issue 25 item 1, decoder part).
+
+Record layouts written by hand from group-coordinator/src/main/resources/common/message/
+OffsetCommitKey.json (versions 0-1: int16 version, string group, string topic, int32 partition;
+strings are int16 length + UTF-8) and OffsetCommitValue.json (v3: int16 version, int64 offset,
+int32 leaderEpoch, string metadata, int64 commitTimestamp); GroupMetadataKey is key version 2.
+Pairing is detection.md §1 (udfs.pairing): a control batch closes the producer's transaction.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from streaming.simulate.encode import encode_batch, encode_marker, encode_record
+from udfs.dump_text import parse_dump
+from udfs.offset_commit import (
+    OPEN_COMMIT_KEYS,
+    decode_offset_commit_key,
+    decode_offset_commit_value,
+    open_offset_commits,
+    open_offset_commits_in_dump,
+)
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "dumps4x"
+
+
+def _s(x: str) -> bytes:
+    b = x.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def key(group: str, topic: str, partition: int, version: int = 1) -> bytes:
+    return struct.pack(">h", version) + _s(group) + _s(topic) + struct.pack(">i", partition)
+
+
+def value(offset: int) -> bytes:
+    return struct.pack(">hqi", 3, offset, -1) + _s("") + struct.pack(">q", 1_700_000_000_000)
+
+
+def _txn(base: int, pid: int, recs: list[tuple[bytes, bytes | None]], **kw) -> bytes:
+    records = [encode_record(i, v, k) for i, (k, v) in enumerate(recs)]
+    return encode_batch(base, records, producer_id=pid, producer_epoch=2, base_sequence=0, is_transactional=True,
+                        base_timestamp=1_700_000_000_000, **kw)
+
+
+def test_key_and_value_bytes() -> None:
+    assert decode_offset_commit_key(key("billing", "orders", 3)) == ("billing", "orders", 3)
+    assert decode_offset_commit_key(key("g", "t", 0, version=0)) == ("g", "t", 0)
+    assert decode_offset_commit_key(struct.pack(">h", 2) + _s("billing")) is None  # group metadata
+    assert decode_offset_commit_value(value(57)) == 57 and decode_offset_commit_value(None) is None
+
+
+def test_open_commits_of_a_segment() -> None:
+    # 0-1  pid 100: billing orders-0 -> 40, orders-1 -> 57 (opens its transaction)
+    # 2    pid 101: reports clicks-0 -> 5;  3: COMMIT of pid 101 (closed)
+    # 4    group metadata record, not transactional
+    # 5    pid 100 again: billing orders-2 -> 9 (joins the open transaction; no marker follows)
+    seg = (_txn(0, 100, [(key("billing", "orders", 0), value(40)), (key("billing", "orders", 1), value(57))])
+           + _txn(2, 101, [(key("reports", "clicks", 0), value(5))])
+           + encode_marker(3, 101, 2, 1, 7, 1_700_000_000_100)
+           + encode_batch(4, [encode_record(0, b"meta", struct.pack(">h", 2) + _s("billing"))],
+                          base_timestamp=1_700_000_000_200)
+           + _txn(5, 100, [(key("billing", "orders", 2), value(9))]))
+    got = open_offset_commits(seg)
+    assert all(tuple(e) == OPEN_COMMIT_KEYS for e in got)
+    assert [(e["producer_id"], e["txn_first_offset"], e["offset"], e["group"], e["topic"], e["partition"],
+             e["committed_offset"], e["reason"]) for e in got] == [
+        (100, 0, 0, "billing", "orders", 0, 40, None), (100, 0, 1, "billing", "orders", 1, 57, None),
+        (100, 0, 5, "billing", "orders", 2, 9, None)]
+    # the ABORT the coordinator writes when the transaction times out closes it
+    assert open_offset_commits(seg + encode_marker(6, 100, 3, 0, 7, 1_700_000_900_000)) == []
+
+
+def test_compressed_batch_is_reported_not_dropped() -> None:
+    seg = _txn(0, 100, [(key("billing", "orders", 0), value(40))], compression="gzip")
+    (e,) = open_offset_commits(seg)
+    assert (e["producer_id"], e["group"], e["txn_first_offset"]) == (100, None, 0)
+    assert "compressed" in e["reason"]
+
+
+def test_open_commits_of_dumps() -> None:
+    (co, _ts) = parse_dump((FIX / "kafka-4.0_txn-log-text_offsets-json.txt").read_text())
+    # offset 7: producer 4001's commit of billing orders-1 -> 57, no marker after it
+    assert [(e["producer_id"], e["txn_first_offset"], e["group"], e["topic"], e["partition"], e["committed_offset"])
+            for e in open_offset_commits_in_dump(co)] == [(4001, 7, "billing", "orders", 1, 57)]
+    (c37,) = parse_dump((FIX / "kafka-3.7_offsets-text.txt").read_text())
+    assert open_offset_commits_in_dump(c37) == []  # committed by the marker at 3
+    (c24,) = parse_dump((FIX / "kafka-2.4_offsets-legacy.txt").read_text())
+    assert open_offset_commits_in_dump(c24) == []  # aborted at 11
+    shallow = ("Dumping /d/__consumer_offsets-5/00000000000000000000.log\nLog starting offset: 0\n"
+               "baseOffset: 0 lastOffset: 0 count: 1 baseSequence: 0 lastSequence: 0 producerId: 9 producerEpoch: 0 "
+               "partitionLeaderEpoch: 0 isTransactional: true isControl: false deleteHorizonMs: OptionalLong.empty "
+               "position: 0 CreateTime: 1 size: 100 magic: 2 compresscodec: none crc: 1 isvalid: true\n")
+    (sh,) = parse_dump(shallow)
+    (e,) = open_offset_commits_in_dump(sh)
+    assert e["producer_id"] == 9 and e["group"] is None and "not printed" in e["reason"]
