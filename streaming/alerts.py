@@ -211,6 +211,7 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         "blocked_groups": None,
         "lagging_groups": None,
         "transaction_version": None,
+        "pending_offset_commits": None,
         "stale": None,  # set on re-publication while the partition is unreadable (streaming/availability.py)
         "last_read_ms": None,
     }

@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 DESCRIBE_PRODUCERS = "DescribeProducers"
 DESCRIBE_TRANSACTIONS = "DescribeTransactions"
 LIST_TRANSACTIONS = "ListTransactions"
+OFFSETS_TOPIC = "__consumer_offsets"
+UNSTABLE_OFFSET_COMMIT = 88  # Errors.UNSTABLE_OFFSET_COMMIT (KIP-447)
 #: how long one listing of the long-running transactions is reused
 TXN_LIST_REFRESH_S = 60.0
 #: coordinator states in which the coordinator still owns the transaction's partitions
@@ -399,6 +401,89 @@ class KafkaBrokerConfirm:
                                        request_timeout_ms=self._request_timeout_ms, **self._security)
         return self._own_wire
 
+    # ------------------------------------------------------------------ held offset commits
+    def pending_offset_commits(self, partition: int, producer_id: int,
+                               first_offset: int) -> list[dict[str, Any]] | None:
+        """The offset commits of producer P's open transaction on ``__consumer_offsets``-partition
+        from ``first_offset`` (``udfs.offset_commit.open_offset_commits`` over P's batches read
+        forwards to P's marker or the high watermark, at most ``hold_max_bytes``); None when the
+        partition cannot be read."""
+        from streaming.sources.kafka_wire import KafkaWireError
+        from udfs.offset_commit import open_offset_commits
+        from udfs.record_batch import scan_batches
+
+        topic, pos, spent, size, chunks = OFFSETS_TOPIC, int(first_offset), 0, 1 << 20, []
+        try:
+            wire = self._wire()
+            while spent < self.hold_max_bytes:
+                res = wire.fetch(topic, int(partition), pos, min(size, self.hold_max_bytes - spent))
+                if not res.ok:
+                    return None
+                spent += len(res.records)
+                scan = scan_batches(res.records, validate_crc=False, source=f"{topic}-{partition}",
+                                    allow_partial_tail=True)
+                c = scan.columns
+                if not len(c["base_offset"]):
+                    if not res.records:
+                        break  # the high watermark: nothing more
+                    size *= 2
+                    continue
+                keep = c["last_offset"] >= pos
+                chunks.append(bytes(memoryview(res.records)[:scan.end_position]))
+                mine_ctrl = keep & (c["producer_id"] == int(producer_id)) & c["is_control"]
+                pos = int(c["last_offset"][-1]) + 1
+                if mine_ctrl.any():
+                    break  # P's marker: its transaction ended since the finding was read
+        except (KafkaWireError, OSError, ValueError) as exc:
+            log.warning("reading the offset commits of producer %s on %s-%s failed: %s", producer_id, topic,
+                        partition, exc)
+            return None
+        # batches before first_offset returned by the first fetch belong to other transactions
+        out = [e for e in open_offset_commits(b"".join(chunks), source=f"{topic}-{partition}")
+               if e["producer_id"] == int(producer_id) and e["offset"] >= int(first_offset)]
+        return out
+
+    def unstable_offsets(self, wanted: dict[str, list[tuple[str, int]]]) -> dict[tuple[str, str, int], bool] | None:
+        """Per (group, topic, partition): whether OffsetFetch with ``require_stable`` answers
+        UNSTABLE_OFFSET_COMMIT (KIP-447, OffsetFetch v7+, Kafka 2.5+;
+        ``GroupMetadataManager.getOffsets``: a pending transactional commit on the partition).
+        None when the brokers lack v7 or the groups cannot be asked."""
+        from kafka.protocol.consumer.group import OffsetFetchRequest as _OffsetFetch
+
+        with self._lock:
+            if not wanted:
+                return {}
+            try:
+                admin = self._admin()
+                if admin._manager.broker_version_data.api_versions.get(_OffsetFetch.API_KEY, (0, 0))[1] < 7:
+                    self._once("require-stable", logging.INFO, "OffsetFetch v7 (require_stable, KIP-447) not "
+                               "supported by %s: pending offset commits not confirmed", self.bootstrap_servers)
+                    return None
+                coordinators = admin._manager.run(admin._find_coordinator_ids, sorted(wanted))
+            except Errors.AuthorizationError as exc:
+                self._once("unstable-acl", logging.WARNING, "%s", self._denied("OffsetFetch", exc, "<group>"))
+                return None
+            except (Errors.KafkaError, OSError) as exc:
+                log.warning("OffsetFetch require_stable: %s", exc)
+                return None
+            out: dict[tuple[str, str, int], bool] = {}
+            Topic = _OffsetFetch.OffsetFetchRequestTopic
+            for gid, tps in sorted(wanted.items()):
+                by_topic: dict[str, list[int]] = {}
+                for t, p in tps:
+                    by_topic.setdefault(t, []).append(int(p))
+                req = _OffsetFetch(group_id=gid, topics=[Topic(name=t, partition_indexes=sorted(ps))
+                                                         for t, ps in sorted(by_topic.items())],
+                                   require_stable=True, min_version=7, max_version=7)
+                res = self._call("OffsetFetch", lambda req=req, gid=gid: admin._manager.run(
+                    admin._manager.send, req, coordinators[gid]))
+                if res is None or res.error_code:
+                    continue
+                for t in res.topics:
+                    for part in t.partitions:
+                        out[(gid, t.name, part.partition_index)] = part.error_code == UNSTABLE_OFFSET_COMMIT
+            return out
+
     # ------------------------------------------------------------------ cluster features
     def transaction_version(self) -> int | None:
         """The cluster's finalized ``transaction.version`` (``streaming.cluster_features``), read
@@ -513,6 +598,32 @@ def _per_group(admin, ids: Iterable[str]) -> list[tuple[str, dict]]:
     return out
 
 
+def held_offset_commits(evidence: Any, partition: int, producer_id: int,
+                        first_offset: int) -> list[dict[str, Any]] | None:
+    """A finding on ``__consumer_offsets``: the group offset commits its open transaction holds,
+    each with ``unstable`` = the group's OffsetFetch(require_stable) answers UNSTABLE_OFFSET_COMMIT
+    for that partition (True), answers an offset (False: not pending there, e.g. the marker came),
+    or could not be asked (None). Undecodable batches appear with their ``reason``."""
+    pending = evidence.pending_offset_commits(partition, producer_id, first_offset)
+    if pending is None:
+        return None
+    wanted: dict[str, set[tuple[str, int]]] = {}
+    for e in pending:
+        if e["group"] is not None:
+            wanted.setdefault(e["group"], set()).add((e["topic"], e["partition"]))
+    ask = getattr(evidence, "unstable_offsets", None)
+    unstable = ask({g: sorted(tps) for g, tps in wanted.items()}) if ask is not None and wanted else None
+    by_tp: dict[tuple, dict[str, Any]] = {}
+    for n, e in enumerate(pending):
+        # the same partition committed twice in one transaction: the later commit is the pending one
+        k = (e["group"], e["topic"], e["partition"]) if e["group"] is not None else (None, None, n)
+        by_tp[k] = {"group": e["group"], "topic": e["topic"], "partition": e["partition"],
+                    "committed_offset": e["committed_offset"], "record_offset": e["offset"],
+                    "unstable": None if unstable is None or e["group"] is None else unstable.get(k),
+                    "reason": e["reason"]}
+    return list(by_tp.values())
+
+
 def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
     """Fill ``evidence.describe_producers``/``describe_transactions``, ``confirmed_by`` and
     ``blocked_groups`` of one late/hanging alert in place (others are left as they are).
@@ -564,6 +675,8 @@ def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
                                           + [p for p in problems if p.startswith(DESCRIBE_TRANSACTIONS)]}
     alert["evidence"] = found or alert.get("evidence")
     alert["confirmed_by"] = confirmed if (dp is not None or dt is not None) else None
+    if topic == OFFSETS_TOPIC and getattr(evidence, "pending_offset_commits", None) is not None:
+        alert["pending_offset_commits"] = held_offset_commits(evidence, partition, pid, first)
     tv = getattr(evidence, "transaction_version", None)
     alert["transaction_version"] = tv() if tv is not None else None
     positions = getattr(evidence, "group_positions", None)

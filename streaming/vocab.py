@@ -89,6 +89,8 @@ ALERT_FIELDS = (
     "lagging_groups",
     # the cluster's finalized transaction.version (issue 25; informational, live path only)
     "transaction_version",
+    # a finding on __consumer_offsets: the group offset commits its transaction holds (issue 25)
+    "pending_offset_commits",
     # a finding re-published while its partition is unreadable (issue 14)
     "stale", "last_read_ms",
 )

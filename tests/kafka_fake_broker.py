@@ -74,7 +74,9 @@ What is modelled (and how faithfully)
   without DESCRIBE answered TOPIC_AUTHORIZATION_FAILED per partition, -1 when nothing is committed).
   KIP-848 group types (``group_type``): ListGroups v5 answers each group's type and applies the
   TypesFilter (``GroupMetadataManager.listGroups``); OffsetFetch of a share group answers
-  GROUP_ID_NOT_FOUND (``ShareGroup.validateOffsetFetch``).
+  GROUP_ID_NOT_FOUND (``ShareGroup.validateOffsetFetch``). OffsetFetch v7+ with ``require_stable``
+  answers UNSTABLE_OFFSET_COMMIT for partitions marked with :meth:`FakeKafkaBroker.pend_offset_commits`
+  (``GroupMetadataManager.getOffsets``); the fake does not derive them from ``__consumer_offsets``.
   **FindCoordinator** checks DESCRIBE on the group / transactional id (``KafkaApis.getCoordinator``).
   Only the tables of releases that have an API advertise it (``broker_version``).
 * **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories. Before v4
@@ -235,6 +237,7 @@ NOT_COORDINATOR = 16
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 TRANSACTIONAL_ID_NOT_FOUND = 105
 GROUP_ID_NOT_FOUND = 69
+UNSTABLE_OFFSET_COMMIT = 88
 
 ERROR_CODES = {
     "NONE": NONE,
@@ -1993,6 +1996,14 @@ class FakeKafkaBroker:
             g["protocol_type"], g["state"], g["group_type"] = protocol_type, state, group_type
             g["offsets"].update({(str(t), int(p)): int(o) for (t, p), o in offsets.items()})
 
+    def pend_offset_commits(self, group_id: str, partitions: set[tuple[str, int]] | None) -> None:
+        """Partitions with a transactional offset commit of ``group_id`` not yet ended by a marker
+        (None clears them): what ``GroupMetadataManager.getOffsets`` answers UNSTABLE_OFFSET_COMMIT
+        for when asked with ``require_stable``."""
+        with self._lock:
+            g = self._groups.setdefault(group_id, {"protocol_type": "consumer", "state": "Stable", "offsets": {}})
+            g["pending"] = set(partitions or ())
+
     def set_transaction(self, transactional_id: str, *, producer_id: int, producer_epoch: int, state: str,
                         partitions: set[tuple[str, int]] | None = None, timeout_ms: int = 60000,
                         start_ms: int = -1) -> None:
@@ -2127,7 +2138,8 @@ class FakeKafkaBroker:
                                                               group_state=g["state"], group_type=gtype))
         return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=NONE, groups=out)
 
-    def _group_partitions(self, group_id: str, topics) -> tuple[int, list[tuple[str, list[tuple[int, int, int]]]]]:
+    def _group_partitions(self, group_id: str, topics,
+                          require_stable: bool = False) -> tuple[int, list[tuple[str, list[tuple[int, int, int]]]]]:
         """(group error, [(topic, [(partition, committed offset, error)])]) as
         KafkaApis.handleOffsetFetchRequestFromCoordinator answers one group: DESCRIBE on the group,
         then topics without DESCRIBE get TOPIC_AUTHORIZATION_FAILED per partition (offset -1); a
@@ -2145,10 +2157,14 @@ class FakeKafkaBroker:
             wanted = list(by_topic.items())
         else:
             wanted = [(t.name, list(t.partition_indexes)) for t in topics]
+        pending = self._groups.get(group_id, {}).get("pending", set()) if require_stable else set()
         out = []
         for name, parts in wanted:
             ok = self._authorized("Describe", "Topic", name)
-            out.append((name, [(p, committed.get((name, p), -1) if ok else -1,
+            # GroupMetadataManager.getOffsets (3.8.0): requireStable and a pending transactional
+            # commit on the partition -> offset -1 with UNSTABLE_OFFSET_COMMIT
+            out.append((name, [(p, -1, UNSTABLE_OFFSET_COMMIT) if ok and (name, p) in pending else
+                               (p, committed.get((name, p), -1) if ok else -1,
                                 NONE if ok else TOPIC_AUTHORIZATION_FAILED) for p in parts]))
         return NONE, out
 
@@ -2161,7 +2177,7 @@ class FakeKafkaBroker:
         if version >= 8:
             groups = []
             for g in request.groups:
-                code, topics = self._group_partitions(g.group_id, g.topics)
+                code, topics = self._group_partitions(g.group_id, g.topics, require_stable=bool(request.require_stable))
                 G = R.OffsetFetchResponseGroup
                 groups.append(G(group_id=g.group_id, error_code=code, topics=[
                     G.OffsetFetchResponseTopics(name=t, partitions=[
@@ -2169,7 +2185,8 @@ class FakeKafkaBroker:
                             partition_index=p, committed_offset=o, committed_leader_epoch=-1, metadata="",
                             error_code=e) for p, o, e in parts]) for t, parts in topics]))
             return R(version=version, throttle_time_ms=0, groups=groups)
-        code, topics = self._group_partitions(request.group_id, request.topics)
+        code, topics = self._group_partitions(request.group_id, request.topics,
+                                              require_stable=version >= 7 and bool(request.require_stable))
         T = R.OffsetFetchResponseTopic
         return R(version=version, throttle_time_ms=0, error_code=code, topics=[
             T(name=t, partitions=[T.OffsetFetchResponsePartition(

@@ -95,3 +95,59 @@ def test_open_commits_of_dumps() -> None:
     (sh,) = parse_dump(shallow)
     (e,) = open_offset_commits_in_dump(sh)
     assert e["producer_id"] == 9 and e["group"] is None and "not printed" in e["reason"]
+
+
+# --- live: a finding on __consumer_offsets names the groups it holds -------------------------------
+
+
+def _offsets_partition() -> bytes:
+    # 0-1 pid 100: billing orders-0 -> 40, orders-1 -> 57;  2-3: pid 101 committed (reports clicks-0)
+    # 4   pid 100 again: billing orders-0 -> 45 (the later commit of orders-0 is the pending one)
+    return (_txn(0, 100, [(key("billing", "orders", 0), value(40)), (key("billing", "orders", 1), value(57))])
+            + _txn(2, 101, [(key("reports", "clicks", 0), value(5))])
+            + encode_marker(3, 101, 2, 1, 7, 1_700_000_000_100)
+            + _txn(4, 100, [(key("billing", "orders", 0), value(45))]))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("version,unstable", [((4, 0), True), ((2, 3), None)], ids=["4.0", "2.3-no-require-stable"])
+def test_annotate_names_the_held_offset_commits(tmp_path: Path, version, unstable) -> None:
+    from streaming.broker_confirm import KafkaBrokerConfirm, annotate
+    from streaming.quality.alert_contract import alert_errors
+    from tests.kafka_fake_broker import FakeKafkaBroker
+
+    with FakeKafkaBroker(tmp_path / "logs", broker_version=version) as broker:
+        broker.create_topic("__consumer_offsets", 4)
+        broker.append_raw("__consumer_offsets", 3, _offsets_partition())
+        # the coordinator holds billing's orders-0/orders-1 pending (GroupMetadataManager.getOffsets)
+        broker.commit_offsets("billing", {("orders", 0): 30, ("orders", 1): 50})
+        broker.pend_offset_commits("billing", {("orders", 0), ("orders", 1)})
+        alert = {"status": "hanging", "topic": "__consumer_offsets", "partition": 3, "producer_id": 100,
+                 "first_offset": 0}
+        with KafkaBrokerConfirm(broker.bootstrap_servers, request_timeout_ms=5000) as confirm:
+            annotate(alert, confirm)
+            if unstable:  # a partition without a pending commit answers its offset
+                assert confirm.unstable_offsets({"billing": [("orders", 0), ("orders", 2)]}) == {
+                    ("billing", "orders", 0): True, ("billing", "orders", 2): False}
+    assert alert["pending_offset_commits"] == [
+        {"group": "billing", "topic": "orders", "partition": 0, "committed_offset": 45, "record_offset": 4,
+         "unstable": unstable, "reason": None},
+        {"group": "billing", "topic": "orders", "partition": 1, "committed_offset": 57, "record_offset": 1,
+         "unstable": unstable, "reason": None}]
+    assert not [e for e in alert_errors(alert) if "pending_offset_commits" in e]
+
+
+def test_other_topics_get_no_offset_commit_lookup(tmp_path: Path) -> None:
+    from streaming.broker_confirm import KafkaBrokerConfirm, annotate
+    from tests.kafka_fake_broker import FakeKafkaBroker
+
+    with FakeKafkaBroker(tmp_path / "logs", broker_version=(4, 0)) as broker:
+        broker.create_topic("orders", 1)
+        broker.append_raw("orders", 0, _offsets_partition())
+        alert = {"status": "hanging", "topic": "orders", "partition": 0, "producer_id": 100, "first_offset": 0}
+        with KafkaBrokerConfirm(broker.bootstrap_servers, request_timeout_ms=5000) as confirm:
+            annotate(alert, confirm)
+        assert "pending_offset_commits" not in alert
+        assert not broker.requests_for("fetch")

@@ -116,6 +116,7 @@ IDENTITY_FIELDS = (
     ("blocked_groups", "Blocked consumer groups"),
     ("lagging_groups", "Consumer groups behind it (not held yet)"),
     ("transaction_version", "Cluster transaction version"),
+    ("pending_offset_commits", "Consumer-group offset commits it holds"),
     ("stale", "Stale (partition unreadable)"),
     ("last_read_ms", "Last read of the partition"),
     ("detected_at", "Detected at"),
