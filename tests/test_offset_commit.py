@@ -151,3 +151,35 @@ def test_other_topics_get_no_offset_commit_lookup(tmp_path: Path) -> None:
             annotate(alert, confirm)
         assert "pending_offset_commits" not in alert
         assert not broker.requests_for("fetch")
+
+
+# --- offline: txnwatch scan over a log dir and over dump text ----------------------------------------
+
+
+def test_scan_names_the_held_offset_commits_from_segments_and_dumps(tmp_path: Path) -> None:
+    from streaming.cli import scan_paths
+    from streaming.config import load
+
+    d = tmp_path / "logs" / "__consumer_offsets-3"
+    d.mkdir(parents=True)
+    (d / "00000000000000000000.log").write_bytes(_offsets_partition())
+    cfg = load(None, env={})
+    cfg["cluster"] = "offline"
+    as_of = 1_700_000_000_000 + 3_600_000  # an hour after the writes: past any transaction timeout
+    findings, _gaps = scan_paths([str(tmp_path / "logs")], cfg, as_of_ms=as_of, engine="local")
+    (f,) = [a for a in findings if a["topic"] == "__consumer_offsets"]
+    assert (f["partition"], f["producer_id"], f["first_offset"], f["status"]) == (3, 100, 0, "hanging")
+    assert f["pending_offset_commits"] == [
+        {"group": "billing", "topic": "orders", "partition": 0, "committed_offset": 45, "record_offset": 4,
+         "unstable": None, "reason": None},
+        {"group": "billing", "topic": "orders", "partition": 1, "committed_offset": 57, "record_offset": 1,
+         "unstable": None, "reason": None}]
+    # the same from the hand-written 4.0 dump (producer 4001's commit of billing orders-1 at offset 7)
+    dump = tmp_path / "co.txt"
+    dump.write_text((FIX / "kafka-4.0_txn-log-text_offsets-json.txt").read_text())
+    findings, _gaps = scan_paths([str(dump)], cfg, as_of_ms=1_761_000_005_000 + 3_600_000, engine="local")
+    (f,) = [a for a in findings if a["topic"] == "__consumer_offsets"]
+    assert (f["partition"], f["producer_id"], f["first_offset"]) == (12, 4001, 7)
+    assert f["pending_offset_commits"] == [
+        {"group": "billing", "topic": "orders", "partition": 1, "committed_offset": 57, "record_offset": 7,
+         "unstable": None, "reason": None}]
