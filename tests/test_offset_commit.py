@@ -183,3 +183,23 @@ def test_scan_names_the_held_offset_commits_from_segments_and_dumps(tmp_path: Pa
     assert f["pending_offset_commits"] == [
         {"group": "billing", "topic": "orders", "partition": 1, "committed_offset": 57, "record_offset": 7,
          "unstable": None, "reason": None}]
+
+
+def test_status_page_shows_the_held_offset_commits() -> None:
+    from streaming.ui import render
+    from streaming.ui.store import FindingStore
+    from tests.test_ui import Clock, alert
+
+    s = FindingStore(mode="feed", wall=Clock())
+    s.ingest(alert("hanging", topic="__consumer_offsets", partition=3, pid=100, first=0, blocked_groups=[],
+                   lagging_groups=["etl"], pending_offset_commits=[
+                       {"group": "billing", "topic": "orders", "partition": 0, "committed_offset": 45,
+                        "record_offset": 4, "unstable": True, "reason": None},
+                       {"group": None, "topic": None, "partition": None, "committed_offset": None,
+                        "record_offset": 6, "unstable": None, "reason": "batch at offset 6 is compressed (codec 1)"}]))
+    page = render.overview_page(s.snapshot())
+    assert "offset commits held: billing orders-0 → 45 (UNSTABLE_OFFSET_COMMIT); batch at offset 6 is compressed" \
+        in page
+    assert "behind it: etl" in page
+    finding = render.finding_page(s.finding("prod/__consumer_offsets/3/100/0"))
+    assert "Consumer-group offset commits it holds" in finding and "billing orders-0 → 45" in finding
