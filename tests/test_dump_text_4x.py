@@ -155,3 +155,17 @@ def test_offsets_record_strings_of_every_generation() -> None:
 def test_offsets_record_problems_name_the_field(key: str, payload: str | None, fragment: str) -> None:
     with pytest.raises(OffsetsTextError, match=fragment):
         parse_offsets_record(key, payload)
+
+
+@pytest.mark.parametrize("cls", ["kafka.tools.DumpLogSegments", "org.apache.kafka.tools.DumpLogSegments"])
+def test_a_class_name_this_kafka_lacks_is_reported_not_silent(cls: str) -> None:
+    # What the JVM launcher prints when kafka-run-class.sh names a main class that is not on the
+    # class path (Kafka 4.3 replaced the Scala kafka.tools.DumpLogSegments with the Java
+    # org.apache.kafka.tools.DumpLogSegments; an older Kafka lacks the Java one).
+    text = (f"$ bin/kafka-run-class.sh {cls} --deep-iteration --files /d/orders-3/00000000000000000100.log\n"
+            f"Error: Could not find or load main class {cls}\n"
+            f"Caused by: java.lang.ClassNotFoundException: {cls}\n")
+    (f,) = parse_dump(text)
+    assert (f.topic, f.partition, f.path_source, len(f)) == ("orders", 3, "command", 0)
+    (e,) = f.errors
+    assert e.position == 2 and f"no class {cls}" in e.reason and "/d/orders-3/00000000000000000100.log" in e.reason

@@ -151,6 +151,10 @@ _INVALID_BYTES = re.compile(r"^Found (\d+) invalid bytes at the end of (.*)$")
 _ELISION = re.compile(r"^[\[(]?\s*(?:\.{3}|…)")
 _INDEX_LINE = re.compile(r"^(?:offset: -?\d+ position: -?\d+|timestamp: -?\d+ offset: -?\d+)$")
 _TXNINDEX_LINE = re.compile(r"^version: -?\d+ producerId: -?\d+ firstOffset: ")
+# The JVM launcher when kafka-run-class.sh names a DumpLogSegments class this Kafka does not have
+# (the tool is kafka.tools.DumpLogSegments in Scala up to 4.2, org.apache.kafka.tools.DumpLogSegments
+# in Java from 4.3, spec/kafka-dump-log.md): the command printed nothing for its files.
+_NO_MAIN_CLASS = re.compile(r"^Error: Could not find or load main class (\S*DumpLogSegments)\b")
 _EXCEPTION = re.compile(r"^(?:Exception in thread|Snapshot is corrupt|java\.\w|org\.apache\.kafka\.\S+Exception)")
 
 _OLD_TXN_VALUE = re.compile(
@@ -1209,6 +1213,14 @@ class _Parser:
             return
         if _COMMAND.search(body) and _COMMAND_LINE.match(body) and ("--" in body or body.endswith("\\")):
             self.command(body)
+            return
+        if c0 == "E" and (m := _NO_MAIN_CLASS.match(body)):
+            f = self.cur if self.cur is not None and not self.cur.content else self.new_file(n)
+            f.error(n, f"the dump did not run: the JVM has no class {m.group(1)} (the tool is "
+                    "kafka.tools.DumpLogSegments up to Kafka 4.2 and org.apache.kafka.tools.DumpLogSegments "
+                    "from 4.3; bin/kafka-dump-log.sh runs the right one): nothing was dumped for "
+                    f"{f.path or 'its files'}")
+            f.last_line = n
             return
         if _EXCEPTION.match(body):
             f = self.cur if self.cur is not None else self.new_file(n)
