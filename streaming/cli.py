@@ -214,6 +214,9 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
                 findings[key] = entry["alert"]
         finally:
             shutil.rmtree(ck, ignore_errors=True)
+    from streaming.offline_offsets import add_pending_offset_commits
+
+    add_pending_offset_commits(list(findings.values()), paths)
     return _sort_findings(list(findings.values())), gaps
 
 

@@ -120,6 +120,7 @@ class FindingStore:
         self.partitions: dict[str, dict[str, Any]] = {}
         self.open_transactions: list[dict[str, Any]] = []
         self.job: dict[str, Any] = {}
+        self.clusters: dict[str, dict[str, Any]] = {}  # cluster -> {"transaction_version": n}
         self.job_clock_ms: int | None = None
         self.last_update_wall: float | None = None
         self.feed: dict[str, Any] = {"records": 0, "errors": [], "error": None, "position": None}
@@ -155,6 +156,9 @@ class FindingStore:
             else:
                 self.unavailable.pop(key, None)
             return True
+        if record.get("transaction_version") is not None and record.get("cluster"):
+            self.clusters.setdefault(str(record["cluster"]), {})["transaction_version"] = \
+                _int(record["transaction_version"])
         if status in OPEN_STATUSES:
             self.resolved.pop(key, None)  # a key re-opened (rare: same first offset re-judged)
             self.open[key] = dict(record)
@@ -227,6 +231,7 @@ class FindingStore:
             "gap_reasons": [str(g.get("reason") or "")[:200] for g in gaps[:5]],
             "alerts": len(stats.get("alerts") or []),
             "source_lag": stats.get("source_lag"),
+            "transaction_version": _int(stats.get("transaction_version")),
         }
         self.last_update_wall = self._wall()
         self.version += 1
@@ -366,6 +371,7 @@ class FindingStore:
                 "resolved": resolved,
                 "unavailable": unavailable,
                 "lagging": self._lagging(ref, by_tp),
+                "clusters": {c: dict(v) for c, v in sorted(self.clusters.items())},
                 "job": dict(self.job, clock_ms=self.job_clock_ms, positions=positions[:MAX_POSITIONS],
                             positions_total=len(positions)),
                 "feed": {"records": self.feed["records"], "error": self.feed["error"],
