@@ -182,9 +182,10 @@ def make_plan(r: Reread, *, alert: dict[str, Any] | None, thresholds: Thresholds
         else:
             refusals.append(Refusal(NOW_LATE, f"the finding is now late ({v.cause}): the coordinator still owns it"))
     elif not v.verified:
+        codes = v.unverified_reasons  # the verdict's proof gaps (streaming.vocab.UNVERIFIED_REASONS)
         refusals.append(Refusal(UNVERIFIED, (
-            f"the finding is hanging ({v.cause}) but not verified now (detection.md §0): "
-            f"{_unverified_reason(r, v)}")))
+            f"the finding is hanging ({v.cause}) but not verified now (detection.md §0"
+            f"{': ' + ', '.join(codes) if codes else ''}): {_unverified_reason(r, v)}")))
     if v.status == "hanging" and v.coordinator_epoch is None:
         refusals.append(Refusal(NO_COORDINATOR_EPOCH, (
             f"the coordinator epoch to send is not proven: {v.epoch_hint or 'no source for it was re-read'}")))
