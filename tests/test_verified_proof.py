@@ -378,9 +378,9 @@ def test_unreachable_broker_proves_nothing_and_does_not_fail_the_scan(tmp_path, 
 def test_empty_coordinator_copies_cannot_prove_a_producer_unknown(tmp_path, judged):
     # Nothing maps P (its id expired and compaction removed every record): any partition could
     # have held its id, and most copies are empty - a partition no id ever used and a replica
-    # that fetched nothing look the same on disk (revision 3.1). Files alone: no cause from the
-    # view (exceeds-max-timeout), unverified. ListOffsets answering that every copy ends where it
-    # was read (0 for the empty ones) makes them current: coordinator-unaware, verified.
+    # that fetched nothing look the same on disk (revision 3.1). Files alone: coordinator-unaware
+    # over empty copies is unverified (coordinator-copy-empty). ListOffsets answering that every
+    # copy ends where it was read (0 for the empty ones) makes them current: verified.
     from tests.kafka_fake_broker import FakeKafkaBroker
 
     c = cluster(tmp_path / "logs")
@@ -401,7 +401,7 @@ def test_empty_coordinator_copies_cannot_prove_a_producer_unknown(tmp_path, judg
     findings, _ = scan([c.root], now)
     assert [f["first_offset"] for f in findings] == [zf]
     (b,) = brief(findings, judged)
-    assert b[:3] == ("hanging", "exceeds-max-timeout", False) and "coordinator-copy-empty" in b[3]
+    assert b[:3] == ("hanging", "coordinator-unaware", False) and "coordinator-copy-empty" in b[3]
     with FakeKafkaBroker(c.root) as broker:
         findings, _ = scan([c.root], now, end_offsets=_asker(broker))
     # no coordinator maps P and every copy is proven current: coordinator-unaware, verified; the

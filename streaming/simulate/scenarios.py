@@ -547,10 +547,10 @@ def scenario_txn_state_compacted(
         ),
         # From files: compaction removed every record of ``gone``'s id, nothing maps P, so every
         # coordinator partition should cover it, and the 48 never written are empty copies that
-        # cannot show they are current (detection.md §0, revision 3.1): the view proves nothing
-        # (exceeds-max-timeout, unverified) until a broker answers.
+        # cannot show they are current (detection.md §0, revision 3.1): coordinator-unaware over
+        # empty copies is unverified until a broker answers.
         finding("hanging", "coordinator-unaware", "orders", 1, gone.producer_id, 0, zf, 0, "log-start",
-                from_files={"cause": "exceeds-max-timeout", "verified": False}),
+                from_files={"verified": False}),
     ]
     return _finish(c, "txn-state-compacted", exp, "__transaction_state after compaction")
 
