@@ -477,9 +477,11 @@ def read_range(
             scan = _scan(c, None, validate_crc)
             pieces.append(BatchPiece(scan.columns, f"{part.name}/{os.path.basename(c.path)}"))
             gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
+        # A backlog (max_bytes_per_trigger) is read through the micro-batch's clock but not to the
+        # partition's end: its verdicts are published unverified until the read that reaches it.
         out = data_partition_events(ctx, pieces, state=st, seed=seed if start is None else None, gaps=gaps,
                                     log_start_offset=log_start, progress_position=where, typed=typed,
-                                    end_proven=reached_end(segs, end))
+                                    end_proven=end_state(segs, end) == "end")
         memo = st
     if end is not None:
         with _MEMO_LOCK:
@@ -487,12 +489,14 @@ def read_range(
     return out
 
 
-def reached_end(segs: list[tuple[int, str]], end: tuple[int, int] | None) -> bool:
-    """Did a read ending at ``end`` reach the partition's end (detection.md §0: a log directory's
-    end is its newest segment, the broker's own listing)? True when no whole batch lies after
-    ``end`` in this segment or a newer one (a partial tail is still being written)."""
+def end_state(segs: list[tuple[int, str]], end: tuple[int, int] | None) -> str:
+    """Where a read ending at ``end`` stands against the partition's end (detection.md §0: a log
+    directory's end is its newest segment, the broker's own listing): "end" when no whole batch
+    lies after ``end`` in this segment or a newer one (a partial tail is still being written),
+    "more" when whole batches remain (a backlog: the next read takes them), "unknown" when the
+    bytes after it are not a batch or cannot be read."""
     if end is None or not segs:
-        return False
+        return "unknown"
     for base, path in segs:
         if base < end[0]:
             continue
@@ -505,10 +509,17 @@ def reached_end(segs: list[tuple[int, str]], end: tuple[int, int] | None) -> boo
                 f.seek(pos + 8)
                 length = int.from_bytes(f.read(4), "big", signed=True)
         except OSError:
-            return False
-        if length < 0 or size - pos >= 12 + length:
-            return False  # a whole batch (or bytes that are not one) remains unread
-    return True
+            return "unknown"
+        if length < 0:
+            return "unknown"
+        if size - pos >= 12 + length:
+            return "more"
+    return "end"
+
+
+def reached_end(segs: list[tuple[int, str]], end: tuple[int, int] | None) -> bool:
+    """Did a read ending at ``end`` reach the partition's end (:func:`end_state`)?"""
+    return end_state(segs, end) == "end"
 
 
 def _gap_at(where: str, reason: str, part: PartitionDir, common: dict[str, Any]) -> dict[str, Any]:
