@@ -1024,6 +1024,7 @@ class FakeKafkaBroker:
         self._groups: dict[str, dict[str, Any]] = {}  # group id -> protocol_type, state, offsets
         self._delete_counter = 0
         self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
+        self._remote_empty: dict[tuple[str, int], int] = {}  # (t, p) -> empty Fetch answers left (-1: all)
         self._fetch_throttles: collections.deque[int] = collections.deque()  # throttle_time_ms per Fetch
         self._stale_topics: dict[str, int] = {}  # topic -> Metadata answers still missing it
         self._metadata_errors: collections.deque[int] = collections.deque()  # top-level codes (v13+)
@@ -1237,6 +1238,20 @@ class FakeKafkaBroker:
         with self._lock:
             self._hw_lag[(topic, partition)] = [high_watermark, requests]
 
+    def remote_fetch_timeout(self, topic: str, partition: int, requests: int = -1) -> None:
+        """The next ``requests`` Fetch answers for the partition (-1: until :meth:`clear_faults`)
+        hold no records, error NONE, with the true high watermark above the fetch offset.
+
+        Real case: tiered storage (KIP-405). For an offset only in remote storage
+        ``ReplicaManager.readFromLog`` gets a local read result with empty records and a
+        ``delayedRemoteStorageFetch`` and parks the request in a ``DelayedRemoteFetch``; when
+        ``remote.fetch.max.wait.ms`` expires first, ``DelayedRemoteFetch.onComplete`` answers that
+        local read result (``result.toFetchPartitionData``): no records, no error, the partition's
+        high watermark and log start. The data is there; only this answer is empty.
+        """
+        with self._lock:
+            self._remote_empty[(topic, partition)] = requests
+
     def throttle_fetch(self, count: int = 1, throttle_time_ms: int = 100) -> None:
         """The next ``count`` Fetch requests are answered as by a broker over its quota.
 
@@ -1367,6 +1382,7 @@ class FakeKafkaBroker:
             self._partition_faults.clear()
             self._conn_faults.clear()
             self._hw_lag.clear()
+            self._remote_empty.clear()
             self._fetch_throttles.clear()
             self._stale_topics.clear()
             self._metadata_errors.clear()
@@ -1716,6 +1732,11 @@ class FakeKafkaBroker:
                         limit = max(0, min(p.partition_max_bytes, remaining))
                         upper = lso if isolation == 1 else hw
                         records = self._read(segs, p.fetch_offset, upper, limit, min_one=first)
+                        if records and self._remote_empty.get((name, p.partition)):
+                            records = b""  # DelayedRemoteFetch expired (see remote_fetch_timeout)
+                            left = self._remote_empty[(name, p.partition)]
+                            if left > 0:
+                                self._remote_empty[(name, p.partition)] = left - 1
                         if records:
                             first = False
                             remaining -= len(records)

@@ -89,7 +89,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from streaming.availability import unavailable_reason
+from streaming.availability import UNAVAILABLE_PREFIX, unavailable_reason
 from streaming.events import spark_schema, to_arrow, to_frame
 from streaming.normalize import gap_event, lso_passed_event, progress_event
 from streaming.partition_read import (
@@ -102,6 +102,7 @@ from streaming.partition_read import (
     txn_partition_events,
 )
 from streaming.sources.kafka_security import check_source_options, kafka_python_kwargs
+from streaming.sources.kafka_unread import LEDGER_OPTION, unread_since
 from streaming.sources.kafka_wire import KafkaAuthorizationError, KafkaUnavailable, KafkaWire, KafkaWireError
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
@@ -145,6 +146,7 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "unavailable_timeout_ms": int(options.get("unavailable_timeout_ms", "600000")),
         "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
         "ride_through_ms": int(options.get("ride_through_ms", "0")),
+        "unread_ledger": options.get(LEDGER_OPTION) or None,
         "groups_per_broker": max(1, int(options.get("groups_per_broker", "1"))),
         "read_mode": _read_mode(options.get("read_mode", "full"), start),
         "probe_bytes": int(options.get("probe_bytes", str(16 << 10))),
@@ -389,6 +391,13 @@ class KafkaStreamReader(DataSourceStreamReader):
                 unavail[k] = self._still_down(was_down.get(k), down[tp], now)
             elif k in was_down and tp not in offs:
                 unavail[k] = was_down[k]  # in backoff: not asked
+        # where earlier reads stopped short (kafka_unread.py): read again from there
+        behind = dict(start.get("behind", {}))
+        fresh, unread_seen = unread_since(self.opts["unread_ledger"], start.get("unread_seen", -1))
+        for k, off in fresh.items():
+            behind[k] = min(off, behind.get(k, off))
+        rereads: dict[str, int] = {}  # partitions whose read starts before their previous end
+        probe_memo = dict(start.get("probe", {}))
         resets: dict[str, dict[str, Any]] = {}
         starts: dict[str, int] = {}  # partitions first planned now: where their reading begins
         seen: dict[str, list] = {}  # [high watermark, LSO, log start, leader] as planned
@@ -413,6 +422,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                     resets[k] = reset
                     flag = parts[k][1] if reset["from_log_start"] is None else reset["from_log_start"]
                     parts[k] = [reset["restart"], flag]
+            if k in behind:
+                self._carry_unread(k, t, behind.pop(k), parts, resets, rereads, probe_memo)
             if o.topic_id:
                 ids[t] = o.topic_id
             seen[k] = [o.high_watermark, o.lso if o.lso >= 0 else None, o.log_start if o.log_start >= 0 else None,
@@ -430,12 +441,32 @@ class KafkaStreamReader(DataSourceStreamReader):
         # the driver holds new verdicts on it back until it is read through the clock again)
         clock = max(start.get("clock", -1), now)
         out = {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
-               "starts": starts, "seen": seen,
+               "starts": starts, "seen": seen, "behind": behind, "rereads": rereads, "unread_seen": unread_seen,
                "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
         if probe:
-            out.update(self._probe_plan(start, probe_todo, parts, seen, resets, was_down,
+            out.update(self._probe_plan({**start, "probe": probe_memo}, probe_todo, parts, seen, resets, was_down,
                                         {_tp_key(*tp) for tp in tps}, lagging, now))
         return out
+
+    def _carry_unread(self, k: str, topic: str, off: int, parts: dict[str, list], resets: dict[str, Any],
+                      rereads: dict[str, int], probe_memo: dict[str, Any]) -> None:
+        """Plan partition ``k`` to be read again from ``off``, where an earlier read stopped.
+
+        Full reads (and ``__transaction_state``) start there (``rereads``); in probe mode a
+        followed partition follows from there, and an unread probe window is probed again at the
+        LSO (the transaction it held is found again if still open; an LSO that moved on closed
+        it). A log that went backwards (``resets``) is read again from its restart anyway."""
+        if k in resets or k not in parts:
+            return
+        if self.opts["read_mode"] == "probe" and topic != TXN_TOPIC:
+            m = probe_memo.get(k)
+            if m is not None and m.get("follow") is not None:
+                probe_memo[k] = {**m, "follow": min(m["follow"], off)}
+            elif m is not None and (m.get("end") is None or off < m["end"]):
+                del probe_memo[k]
+            return
+        if off < parts[k][0]:
+            rereads[k] = off
 
     def _probe_plan(self, start: dict, todo: list[tuple[str, int, str, Any]], parts: dict[str, list],
                     seen: dict[str, list], resets: dict[str, Any], was_down: dict[str, Any],
@@ -635,6 +666,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 continue
             if reset is not None:  # the log went backwards: resume where latestOffset decided
                 s_off = reset["restart"]
+            elif k in end.get("rereads", {}):  # an earlier read stopped there (kafka_unread.py)
+                s_off = min(s_off, end["rereads"][k])
             # Every partition emits its progress row every micro-batch (high watermark, LSO, log
             # start, for timers and enrichment); one with nothing new is not fetched for it.
             out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset))
@@ -664,13 +697,19 @@ _TXN_MEMO: dict[tuple, tuple[int, CoordinatorReplay]] = {}
 class _RangeRead:
     """One partition's planned range [start, end), read by one or more Fetch answers.
 
-    Every offset of the range is either read or named by a gap row, never skipped silently.
+    Offsets advance only over data read or proven gone (issue 20 item 1). Every offset of the
+    range is read, or proven gone by the broker (OFFSET_OUT_OF_RANGE with a log start above it: a
+    gap row naming both offsets), or **not read yet**: when the leader is lost after planning, or
+    an answer holds no records below the planned end (tiered storage's ``DelayedRemoteFetch``
+    expiring, a new leader whose high watermark still lags), the read is retried with a metadata
+    refresh and doubling backoff (``empty_fetch_retries`` times, and on for as long as
+    ``ride_through_ms`` lasts: ``run --once``); then the rest ``[offset, end)`` becomes one
+    ``unavailable:`` gap row whose ``first_offset`` is where reading stopped, the partition gets
+    no progress row, and the next plan reads it again from there (streaming/sources/kafka_unread.py).
+    A batch larger than the fetch size is fetched again with room for it.
     ``reset`` (from planning, see :func:`_plan_reset`) is a gap to report before reading.
-    An answer with no records below ``end`` (a new leader whose high watermark still lags the
-    one the plan was made from) is retried ``empty_fetch_retries`` times with a metadata refresh
-    and doubling backoff; if the high watermark stays low, the unread rest becomes one gap.
-    ``last`` is the last Fetch answer; ``unavailable`` is set when the partition became
-    unreadable after planning (then no progress row may be emitted for it).
+    ``last`` is the last Fetch answer; ``unavailable`` is set when the rest was not read (then no
+    progress row may be emitted for it).
     """
 
     def __init__(self, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
@@ -683,6 +722,9 @@ class _RangeRead:
         self.offset = start
         self.empty_answers = 0
         self.unavailable = False
+        self.max_bytes = opts["fetch_max_bytes"]
+        self.deadline = time.monotonic() + opts.get("ride_through_ms", 0) / 1000
+        self.retries = 0  # retries after the first failure to read the rest (ride-through)
         self.done = start >= end
         if reset is not None:
             self._gap(reset["reason"], reset["first"], reset["last"])
@@ -694,14 +736,36 @@ class _RangeRead:
     def fetch_alone(self, w: KafkaWire) -> None:
         """One single-partition Fetch (KafkaWire.fetch: every fault handled, bounded retries)."""
         try:
-            res = w.fetch(self.topic, self.partition, self.offset, self.opts["fetch_max_bytes"])
+            res = w.fetch(self.topic, self.partition, self.offset, self.max_bytes)
         except KafkaUnavailable as exc:
             # became unreadable after planning and stayed so through the bounded retries
-            self._gap(unavailable_reason(exc.last_error or str(exc)) + f"; offsets {self.offset}..{self.end - 1} "
-                      "not read", self.offset, self.end - 1)
-            self.unavailable = self.done = True
+            self._not_read(w, unavailable_reason(exc.last_error or str(exc)))
             return
         self.take(w, res)
+
+    def _not_read(self, w: KafkaWire, why: str) -> None:
+        """The rest ``[offset, end)`` could not be read now: ride through while ``ride_through_ms``
+        lasts (backoff, metadata refresh, read again), else hand it to the next plan."""
+        if time.monotonic() < self.deadline:
+            self.retries += 1
+            if self.retries == 1:
+                log.warning("kafka source: %s-%s: offsets %d..%d not read (%s); retrying for up to %.0f s",
+                            self.topic, self.partition, self.offset, self.end - 1, why,
+                            max(self.deadline - time.monotonic(), 0))
+            time.sleep(min(self.opts["retry_backoff_ms"] * 2 ** min(self.retries - 1, 10), 5000,
+                           max(self.deadline - time.monotonic(), 0) * 1000) / 1000)
+            try:
+                w.refresh_metadata([self.topic])
+            except KafkaWireError:
+                pass  # the next fetch reports it
+            return
+        why = why if why.startswith(UNAVAILABLE_PREFIX) else unavailable_reason(why)
+        log.warning("kafka source: %s-%s: offsets %d..%d not read (%s); read again from offset %d next trigger",
+                    self.topic, self.partition, self.offset, self.end - 1, why[len(UNAVAILABLE_PREFIX):],
+                    self.offset)
+        self._gap(f"{why}; offsets {self.offset}..{self.end - 1} not read yet: read again from offset "
+                  f"{self.offset} next trigger", self.offset, self.end - 1)
+        self.unavailable = self.done = True
 
     def take(self, w: KafkaWire, res: Any) -> None:
         """Fold one Fetch answer for this partition (at ``self.offset``) into the read."""
@@ -714,8 +778,9 @@ class _RangeRead:
         if res.out_of_range:
             ls = res.log_start_offset
             if ls is None or ls < 0 or ls <= offset:
-                self._gap(f"offset {offset} out of range and no log start to resume from", offset)
-                self.done = True
+                # not proven gone: past this leader's log end (LocalLog.read), a leader behind
+                self._not_read(w, f"OFFSET_OUT_OF_RANGE at offset {offset} with log start {ls} at or below it "
+                                  "(the leader's log ends before it)")
                 return
             self._gap(f"retention deleted offsets {offset}..{ls - 1} before they were read; continuing at the log "
                       f"start {ls}", offset, ls - 1)
@@ -728,10 +793,9 @@ class _RangeRead:
                 self.empty_answers += 1
                 _wait_for_high_watermark(w, opts, topic, self.empty_answers)
                 return
-            self._gap(f"no records at offset {offset} after {self.empty_answers + 1} fetches: the leader's high "
-                      f"watermark {res.high_watermark} is below the planned end {end} (new leader not caught up?); "
-                      f"offsets {offset}..{end - 1} not read", offset, end - 1)
-            self.done = True
+            self._not_read(w, f"no records at offset {offset} after {self.empty_answers + 1} fetches (high watermark "
+                              f"{res.high_watermark}, planned end {end}: a new leader not caught up, or a tiered-"
+                              f"storage read that timed out)")
             return
         self.empty_answers = 0
         scan = scan_batches(data, validate_crc=opts["validate_crc"], source=f"{topic}-{partition}",
@@ -751,6 +815,11 @@ class _RangeRead:
             # The batch chain is unreadable past this point: skip to the planned end, loudly.
             self._gap(f"unreadable bytes: offsets {self.offset}..{end - 1} skipped", self.offset, end - 1)
             self.done = True
+        elif not n_keep and not scan.errors and not _whole_batch(data) and self.max_bytes < _MAX_FETCH_BYTES:
+            # only part of a batch fits the fetch size (pre-KIP-74 brokers, partition limits):
+            # ask again with room for it, never skip it
+            need = 12 + int.from_bytes(data[8:12], "big", signed=True) if len(data) >= 12 else 2 * self.max_bytes
+            self.max_bytes = min(max(2 * self.max_bytes, need), _MAX_FETCH_BYTES)
         elif not n_keep:
             if not (len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end):
                 self._gap(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
@@ -793,6 +862,9 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
             starved = []
 
 
+_MAX_FETCH_BYTES = 1 << 30  # a fetch size growing to fit one batch stops here (message.max.bytes is far below)
+
+
 def _whole_batch(records: bytes | None) -> bool:
     """Whether a Fetch answer holds at least one whole batch (12-byte log overhead + batchLength)."""
     if not records or len(records) < 12:
@@ -811,7 +883,10 @@ def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int,
 def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, attempt: int) -> None:
     """Back off (doubling, at most 5 s), then refresh metadata: leadership may have moved again."""
     time.sleep(min(opts["retry_backoff_ms"] * 2 ** (attempt - 1), 5000) / 1000)
-    w.refresh_metadata([topic])
+    try:
+        w.refresh_metadata([topic])
+    except KafkaUnavailable:
+        pass  # the next fetch reports it
 
 
 def read_partition(part: KafkaPartition | KafkaGroup, opts: dict[str, Any]) -> pd.DataFrame:
