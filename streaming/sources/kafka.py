@@ -918,14 +918,26 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
                      for pid, lso in part.closes]
         if part.note:
             rows.append(gap_event(part.note, topic=t, partition=p, first_offset=part.start, **common))
-        acc = _txn_replay(w, opts, part, common) if t == TXN_TOPIC else None
+        acc = broken = None
+        if t == TXN_TOPIC:
+            acc, broken, unreadable = _txn_replay(w, opts, part, common)
+            if unreadable:  # issue 20 item 8: nothing of it is believed now; read again next plan
+                rows.append(gap_event(broken, topic=t, partition=p, first_offset=part.start,
+                                      last_offset=part.end - 1 if part.end > part.start else None, **common))
+                continue
+            if broken is not None:
+                rows.append(gap_event(broken, topic=t, partition=p, first_offset=part.start, **common))
         if part.start >= part.end and part.reset is None and part.offsets is not None:
-            rows.append(_idle_progress(part, common, acc))
+            if broken is None:  # an incomplete coordinator replay is not read up to now: no progress
+                rows.append(_idle_progress(part, common, acc))
             continue
-        reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc))
-    _read_ranges(w, [r for _, r, _ in reads])
-    for part, r, acc in reads:
-        broker = None if r.unavailable else _broker_offsets(w, part.topic, part.partition, r.last)
+        reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc, broken))
+    _read_ranges(w, [r for _, r, _, _ in reads])
+    for part, r, acc, broken in reads:
+        # a coordinator partition read with a gap (or on an incomplete replay) is incomplete from
+        # there on (detection.md §0): no progress row, so the view is never "complete and empty"
+        incomplete = part.topic == TXN_TOPIC and (broken is not None or bool(r.gaps))
+        broker = None if r.unavailable or incomplete else _broker_offsets(w, part.topic, part.partition, r.last)
         frames.append(_events_of(part, opts, r, acc, broker))
     if rows:
         frames.append(to_frame(rows))
@@ -950,20 +962,38 @@ def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: Coordinato
     return row
 
 
-def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition, common: dict[str, Any]) -> CoordinatorReplay:
+def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition,
+                common: dict[str, Any]) -> tuple[CoordinatorReplay, str | None, bool]:
     """The id → producer map of a coordinator partition up to ``part.start`` (memo, else rebuilt
-    from the coordinator log's start: it is compacted)."""
+    from the coordinator log's start: it is compacted), why it is incomplete (None: it is not),
+    and whether it could not be read at all now (then the partition is read again next plan).
+
+    Only a replay read without a gap is memoised (:func:`_events_of`), so a rebuild that failed
+    never becomes an empty view taken for a complete one (issue 20 item 8)."""
     t, p = part.topic, part.partition
     memo = _TXN_MEMO.get((opts["bootstrap"], p))
     acc = CoordinatorReplay()
     if memo is not None and memo[0] == part.start:
-        return memo[1].copy()
+        return memo[1].copy(), None, False
     if part.start > 0:
-        offs = w.offsets([(t, p)])[(t, p)]
-        for raw in _fetch_range(w, opts, t, p, offs.log_start, part.start, common).raws:
+        try:
+            offs = w.offsets([(t, p)])[(t, p)]
+            rr = _fetch_range(w, opts, t, p, offs.log_start, part.start, common)
+        except KafkaUnavailable as exc:
+            rr, offs = None, str(exc)
+        if rr is None or rr.unavailable:
+            why = "; ".join(g["reason"] for g in rr.gaps) if rr is not None else offs
+            return acc, unavailable_reason(
+                f"{t}-{p}: its records before offset {part.start} could not be read again to rebuild the "
+                f"coordinator view ({why}); the view stays incomplete; offsets {part.start}..{part.end - 1} "
+                f"read again from offset {part.start} next trigger"), True
+        for raw in rr.raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
             acc.fold([r for r in recs if r["offset"] < part.start], _leader_epoch(sc))
-    return acc
+        if rr.gaps:
+            return acc, (f"{t}-{p}: coordinator view incomplete: its replay before offset {part.start} has a gap ("
+                         + "; ".join(g["reason"] for g in rr.gaps) + ")"), False
+    return acc, None, False
 
 
 def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: CoordinatorReplay | None,
@@ -981,7 +1011,7 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
         out = txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
                                    progress_position=position)
-        if broker is None:
+        if broker is None:  # unreadable or incomplete (read_group): never memoised
             _TXN_MEMO.pop((opts["bootstrap"], p), None)
         else:
             _TXN_MEMO[(opts["bootstrap"], p)] = (part.end, acc)
