@@ -15,6 +15,7 @@ its threshold, so a silent hanging transaction fires with no new input for that 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -25,10 +26,11 @@ from typing import Any
 
 import pandas as pd
 
-from streaming.alerts import AlertConfig, Enricher
+from streaming.alerts import REQUIRED_PERMISSION, AlertConfig, Enricher, abort_commands
 from streaming.availability import Availability
 from streaming.broker_evidence import BrokerEvidence
 from streaming.events import FIELD_NAMES
+from streaming.pinned_lso import PinnedLso
 from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, event_records, process_key
 
 log = logging.getLogger("txnwatch")
@@ -186,7 +188,7 @@ def _test_pause(point: str) -> None:
 
 
 def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availability | None = None,
-                      unread_ledger: str | None = None) -> Callable:
+                      unread_ledger: str | None = None, pinned: PinnedLso | None = None) -> Callable:
     """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher.
 
     ``availability`` (live path): availability records first, then the verdicts of partitions
@@ -195,6 +197,8 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
     confirmation (``streaming.broker_confirm.annotate``) before it is published.
     ``unread_ledger`` (live path): where each partition's read stopped short is recorded there
     first, so that the next plan reads it again (streaming/sources/kafka_unread.py).
+    ``pinned`` (live path): findings of LSOs pinned at the log start by a transaction no read has
+    seen (streaming/pinned_lso.py), after the state's own.
     """
     availability = availability or Availability()
 
@@ -226,6 +230,9 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
 
             for a in alerts:
                 annotate(a, enricher.broker)
+        if pinned is not None:
+            alerts += pinned.observe(progress, enricher.open_transactions(), now, availability.not_read_through_now(),
+                                     enricher.broker)
         alerts = records + alerts
         if alerts:
             _test_pause("before-sinks")
@@ -233,6 +240,8 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
         enricher.last_batch_id = batch_id
         enricher.save()
         availability.save()
+        if pinned is not None:
+            pinned.save()
         if alerts:
             _test_pause("after-save")  # recorded as published: the sinks must have acknowledged
         stats = {"rows": len(rows), "progress": len(progress), "gaps": gaps, "alerts": alerts,
@@ -263,8 +272,13 @@ def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineC
     out = detect(events, cfg)
     enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json", broker=broker)
     availability = Availability(checkpoint.rstrip("/") + "/txnwatch-availability.json")
+    pinned = None
+    if source_format == "kafka-txn":
+        pinned = PinnedLso(checkpoint.rstrip("/") + "/txnwatch-pinned-lso.json",
+                           lambda topic: cfg.thresholds_for(topic).max_timeout_ms + cfg.thresholds_for(topic).padding_ms,
+                           functools.partial(abort_commands, cfg=alert_cfg), REQUIRED_PERMISSION)
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
-        make_batch_writer(enricher, sinks, availability, ledger))
+        make_batch_writer(enricher, sinks, availability, ledger, pinned))
     if query_name:
         w = w.queryName(query_name)
     w = w.trigger(**(trigger or {"processingTime": "2 seconds"}))

@@ -641,6 +641,11 @@ class _PartitionLog:
         log_start, log_end, open_txns, aborted, segs = self.facts(serial)
         hw = log_end
         lso = min(hw, *open_txns.values()) if open_txns else hw
+        # UnifiedLog.maybeIncrementFirstUnstableOffset: max(first unstable offset, logStartOffset).
+        # ProducerStateManager keeps a transaction open when retention deletes its first batches
+        # (onLogStartOffsetIncremented drops only unreplicated ones), so the LSO is pinned at the
+        # log start until its marker arrives.
+        lso = max(lso, log_start)
         st = PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), list(aborted),
                             leader, leader_epoch, [s.base_offset for s in segs], log_end)
         return st, segs
@@ -1666,7 +1671,8 @@ class FakeKafkaBroker:
                         if spec != -1:
                             offset = log_start
                         elif isolation == 1 and open_txns:
-                            offset = min(log_end, *open_txns.values())
+                            # pinned at the log start (see _PartitionLog.state)
+                            offset = max(min(log_end, *open_txns.values()), log_start)
                         else:
                             offset = log_end
                     else:
