@@ -9,7 +9,9 @@ coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``
 ``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes``,
 ``probe_follow_after_ms``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
-with a metadata refresh and doubling backoff, before the unread range becomes a gap),
+with a metadata refresh and doubling backoff, before the unread rest is left to the next plan),
+``unread_ledger`` (set by ``pipeline.start_query``: the file through which ``foreachBatch`` tells
+the next plan where reads stopped short, streaming/sources/kafka_unread.py),
 ``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
 deleted), ``metadata_max_age_ms`` (default 0 here, 30000 from ``txnwatch run``: how long topic
 discovery reuses a Metadata answer, as a Kafka client's ``metadata.max.age.ms``; see KafkaWire), ``unavailable_timeout_ms`` (default 600000: how long no broker may answer before the
@@ -59,7 +61,12 @@ or whose leader does not answer, is *unavailable* for that plan: it is not read,
 stays where reading stopped, and it is asked again with doubling backoff
 (``retry_backoff_ms`` up to ``unavailable_backoff_max_ms``, default 60000) in later triggers.
 Its read emits one ``gap`` row with reason ``unavailable: <error>`` and **no progress row**, so
-nothing downstream treats it as read up to now (the enricher's view-completeness rule for
+nothing downstream treats it as read up to now. The same holds for a partition that becomes
+unreadable after planning, or whose Fetch answers stay empty below the planned end (tiered
+storage, a new leader catching up): offsets advance only over data read or proven gone
+(OFFSET_OUT_OF_RANGE with a log start above them), the rest is read again from where reading
+stopped by the next plan (streaming/sources/kafka_unread.py), and ``ride_through_ms`` rides
+faults out within the same plan first (the enricher's view-completeness rule for
 ``__transaction_state``; no verdict and no LSO resolution for a data partition). Every other
 partition is read and judged in the same micro-batch. Offsets carry
 ``"unavail": {"topic<TAB>partition": {"error", "since", "tries", "retry_at"}}``. Only when no
@@ -71,9 +78,9 @@ watermark (``max_offsets_per_trigger``) is *lagging*: every row of its read carr
 ``lagging = true``, and the driver publishes no new verdict on it until a read takes it through
 the clock again (streaming/availability.py), because a transaction there may be closed by a
 marker not read yet. One lagging partition therefore no longer stops verdicts elsewhere.
-Coordinator partitions are read to their high watermark in every micro-batch, and a failure to
-read them fails the micro-batch (bounded retries, then a clear error), so the coordinator view is
-never behind the clock.
+Coordinator partitions are read to their high watermark in every micro-batch; one whose read (or
+whose replay rebuilt from its log start) has a gap or fails gets no progress row, so the
+coordinator view is incomplete until it is read again, never "complete and empty".
 """
 
 from __future__ import annotations
@@ -549,6 +556,20 @@ class KafkaStreamReader(DataSourceStreamReader):
         return {"probe": memo, "reads": reads, "closes": closes, "emit": emit}
 
     def _probe_fetch(self, items: list[tuple[str, int, int]]) -> list[tuple[Any, ...] | None]:
+        """:meth:`_probe_fetch_once`, asked again with backoff for the partitions that gave no
+        answer while ``ride_through_ms`` lasts (``run --once`` has no next trigger to probe them)."""
+        out = self._probe_fetch_once(items)
+        deadline = time.monotonic() + self.opts["ride_through_ms"] / 1000
+        delay = self.opts["retry_backoff_ms"] / 1000
+        while any(o is None for o in out) and time.monotonic() < deadline:
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+            delay = min(delay * 2, 5.0)
+            idx = [i for i, o in enumerate(out) if o is None]
+            for i, o in zip(idx, self._probe_fetch_once([items[i] for i in idx]), strict=True):
+                out[i] = o
+        return out
+
+    def _probe_fetch_once(self, items: list[tuple[str, int, int]]) -> list[tuple[Any, ...] | None]:
         """For each ``(topic, partition, lso)``: ``(end, producer id, first offset, first timestamp,
         None)`` of the first transactional data batch at or after the LSO (``end`` = its last
         offset + 1), or ``(lso + 1, None, None, None, note)`` when the bytes there hold none (the executor's read of
