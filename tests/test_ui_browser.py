@@ -10,7 +10,9 @@ docs/runbook.md (docs/ui/*.png): empty, busy (200 open findings) and an outage.
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,7 +38,10 @@ from tests.ui_browser import (
 )
 from tests.ui_samples import batch_stats, busy_findings, positions, synthetic, with_facts
 
-SHOTS = ROOT / "docs" / "ui"
+# Screenshots go to a temporary directory so a test run never rewrites the tracked docs/ui/*.png;
+# TXNWATCH_UPDATE_SCREENSHOTS=1 writes them into docs/ui (to refresh the runbook's pictures).
+SHOTS = (ROOT / "docs" / "ui" if os.environ.get("TXNWATCH_UPDATE_SCREENSHOTS") == "1"
+         else Path(tempfile.mkdtemp(prefix="txnwatch-shots-")))
 MIN = 60_000
 
 
@@ -195,6 +200,12 @@ def test_page_over_a_running_job(spark, tmp_path):
                     wait_for(lambda f=field: d.execute_script("return window.__txnwatchLastCopied;")
                              == hanging[f], 10, f"copy of {field}")
                     assert read_clipboard(d) == hanging[field]
+                # the guarded abort's line (streaming/abort): the key needs no shell quoting
+                guarded = f"txnwatch abort {hanging['key']}"
+                d.find_element(By.CSS_SELECTOR, "button.copy[data-copy='cmd-abort-cli']").click()
+                wait_for(lambda: d.execute_script("return window.__txnwatchLastCopied;") == guarded, 10,
+                         "copy of the txnwatch abort line")
+                assert read_clipboard(d) == guarded
                 full_height_screenshot(d, str(SHOTS / "finding.png"), max_height=2000)
 
                 # the operator aborts the coordinator-unaware transaction: its ABORT marker lands
