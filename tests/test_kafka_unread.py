@@ -167,3 +167,67 @@ def test_offset_out_of_range_below_the_log_start_is_the_only_gap(root, tmp_path)
     assert not gaps.iloc[0]["reason"].startswith("unavailable: ")
     assert min(offsets_read(ev)) >= 5 and max(offsets_read(ev)) == ORDERS_HW - 1
     assert (ev["kind"] == "progress").sum() == 1
+
+
+def test_probe_window_whose_read_failed_is_probed_and_read_again(root, tmp_path):
+    """Probe mode: the driver's probe at the LSO found the transaction there and planned the
+    partition's read (followed from the LSO: the transaction is old); the leader was lost before
+    the executor read it. The next plan follows from where that read stopped, not from its end."""
+    ledger = tmp_path / "ck" / "txnwatch-unread.json"
+    with FakeKafkaBroker(root) as broker:
+        r = KafkaStreamReader({"bootstrap_servers": broker.bootstrap_servers, "topics": '["orders"]',
+                               "read_mode": "probe", LEDGER_OPTION: str(ledger), **SOURCE})
+        init = r.initialOffset()
+        end1 = r.latestOffset(init, None)
+        window = end1["reads"]["orders\t0"]
+        # the LSO is 9: producer 4002 wrote at 9 after its COMMIT marker at 8 (open; the staged
+        # segment's batches are listed in tests/fixtures), and 4000's transaction at 11..12 is open
+        # too. 4002's first write (1700000000060) is older than probe_follow_after_ms, so the
+        # partition is followed: read from the LSO to the high watermark, [9, 13)
+        assert window[:2] == [9, 13]
+        broker.offline("orders", 0)
+        ev1 = read(r, init, end1)
+        gaps = ev1[ev1["kind"] == "gap"]
+        assert len(gaps) == 1 and gaps.iloc[0]["first_offset"] == 9 and rows(ev1) == []
+        batch_writer_sees(ledger, 0, ev1)
+        broker.online("orders", 0)
+        end2 = r.latestOffset(end1, None)
+        assert end2["reads"]["orders\t0"][:2] == window[:2]
+        ev2 = read(r, end1, end2)
+    # 9: 4002's write after its marker; 10: not transactional; 11..12: 4000's open transaction
+    assert [(k, p, f, last) for k, p, f, last, _ in rows(ev2)] == [("data", 4000, 11, 12), ("data", 4002, 9, 9)]
+
+
+def test_probe_window_of_a_young_transaction_whose_read_failed_is_probed_again(tmp_path):
+    """Probe mode, a transaction younger than ``probe_follow_after_ms``: only its window
+    ``[LSO, its first batch's end)`` is read. The read failed, the LSO did not move: before issue
+    20 the driver kept "same transaction as last time, nothing to fetch" and the state never saw
+    it. Now the window is probed and read again."""
+    import time
+
+    from streaming.simulate.encode import encode_batch
+
+    ledger = tmp_path / "ck" / "txnwatch-unread.json"
+    now = int(time.time() * 1000)
+    with FakeKafkaBroker(tmp_path / "logs") as broker:
+        broker.create_topic("fresh")
+        broker.append_batches("fresh", 0, encode_batch(0, 2, producer_id=91, producer_epoch=0, base_sequence=0,
+                                                       is_transactional=True, base_timestamp=now, max_timestamp=now))
+        r = KafkaStreamReader({"bootstrap_servers": broker.bootstrap_servers, "topics": '["fresh"]',
+                               "read_mode": "probe", LEDGER_OPTION: str(ledger), **SOURCE})
+        init = r.initialOffset()
+        end1 = r.latestOffset(init, None)
+        assert end1["reads"]["fresh\t0"][:3] == [0, 2, True]  # the window of 91's first batch
+
+        def read_fresh(start: dict, end: dict) -> pd.DataFrame:
+            parts = [p for g in r.partitions(start, end) for p in g.parts if p.topic == "fresh"]
+            return pd.concat([read_partition(p, r.opts) for p in parts], ignore_index=True)
+
+        broker.offline("fresh", 0)
+        ev1 = read_fresh(init, end1)
+        assert rows(ev1) == [] and (ev1["kind"] == "gap").sum() == 1
+        batch_writer_sees(ledger, 0, ev1)
+        broker.online("fresh", 0)
+        end2 = r.latestOffset(end1, None)
+        ev2 = read_fresh(end1, end2)
+    assert [(k, p, f, last) for k, p, f, last, _ in rows(ev2)] == [("data", 91, 0, 1)]

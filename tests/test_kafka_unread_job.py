@@ -90,3 +90,21 @@ def test_a_range_whose_read_failed_is_read_again_by_a_later_micro_batch(spark, t
     statuses = [a["status"] for a in read_jsonl(str(tmp_path / "alerts.jsonl"))
                 if a.get("key") == f"live/{topic}/{partition}"]
     assert statuses == ["unavailable", "available"]  # named while unread, then read again
+
+
+def test_run_once_names_a_partition_still_unreadable_at_the_end_of_the_ride_through(spark, tmp_path):
+    """The same fault lasting longer than ``once_ride_through_ms``: the rest is judged, and the
+    partition is named as not read (an ``unavailable`` record, exit code 3), never a silent miss."""
+    from streaming.runner import EXIT_UNREAD
+
+    scn = live_scenario(tmp_path)
+    (topic, partition) = {(e["topic"], e["partition"]) for e in scn.expected}.pop()
+    with FakeKafkaBroker(scn.root) as broker:
+        broker.remote_fetch_timeout(topic, partition)
+        rc = run_job(config(broker, tmp_path, once_ride_through_ms=1500, read_mode="full"), source="kafka",
+                     path=None, once=True)
+    assert rc == EXIT_UNREAD
+    out = read_jsonl(str(tmp_path / "alerts.jsonl"))
+    assert [(a["key"], a["status"]) for a in out if a["status"] == "unavailable"] == [
+        (f"live/{topic}/{partition}", "unavailable")]
+    assert findings(tmp_path) == set()  # nothing judged on a partition that was not read
