@@ -172,3 +172,47 @@ def test_fake_answers_describe_producers_below_the_log_start(tmp_path):
         stage(broker)
         # ProducerStateManager keeps 77's open transaction although its batches are below the log start
         assert broker.producer_states("orders", 0)[77]["current_txn_start_offset"] == 0
+
+
+def test_console_and_status_page_take_a_finding_without_a_producer(tmp_path):
+    """The unknown-producer finding has no command: the console says so instead of printing None,
+    and the status page's store ingests it."""
+    from streaming.sinks.console import format_table
+    from streaming.ui.store import FindingStore
+
+    with FakeKafkaBroker(tmp_path / "logs", broker_version=(2, 7)) as broker:
+        stage(broker)
+        progress = progress_rows(broker)
+    pinned = pinned_for(broker)
+    pinned.observe(progress, [], 1_000, set(), None)
+    (h,) = pinned.observe(progress, [], 1_000 + THRESHOLD, set(), None)
+    text = format_table([h])
+    assert "no abort command until the producer is identified" in text and "None" not in text
+    store = FindingStore()
+    assert store.ingest(h)
+    assert store.finding("live/orders/0/unknown/2")["finding"]["cause"] == OPEN_BEFORE_LOG_START
+    assert store.snapshot()  # the page's view builds
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("release", [(2, 7), (2, 8)], ids=["2.7", "2.8"])
+def test_run_once_publishes_the_pinned_lso_finding(spark, tmp_path, release):
+    """The job end to end (batch writer → sinks): ``run --once`` on the pinned partition publishes
+    the late finding; before issue 20 it published nothing for it."""
+    from streaming.config import load
+    from streaming.runner import run_job
+    from streaming.sinks.jsonl import read_jsonl
+
+    with FakeKafkaBroker(tmp_path / "logs", broker_version=release) as broker:
+        stage(broker)
+        cfg = load(None, env={})
+        cfg["cluster"] = "live"
+        cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, topics=["orders"], request_timeout_ms=3000,
+                            once_ride_through_ms=0)
+        cfg["streaming"].update(checkpoint=str(tmp_path / "ck"))
+        cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(tmp_path / "alerts.jsonl"))
+        rc = run_job(cfg, source="kafka", path=None, once=True)
+    out = read_jsonl(str(tmp_path / "alerts.jsonl"))
+    assert rc == 0 and validate_alerts(out).failures == []
+    want = "live/orders/0/unknown/2" if release < (2, 8) else "live/orders/0/77/0"
+    assert [(a["key"], a["status"], a["cause"]) for a in out] == [(want, LATE, LSO_PINNED_AT_LOG_START)]
