@@ -10,6 +10,7 @@ modelled by tests/kafka_fake_broker.py after the Kafka source cited there.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -203,8 +204,6 @@ def test_probe_window_of_a_young_transaction_whose_read_failed_is_probed_again(t
     ``[LSO, its first batch's end)`` is read. The read failed, the LSO did not move: before issue
     20 the driver kept "same transaction as last time, nothing to fetch" and the state never saw
     it. Now the window is probed and read again."""
-    import time
-
     from streaming.simulate.encode import encode_batch
 
     ledger = tmp_path / "ck" / "txnwatch-unread.json"
@@ -231,3 +230,30 @@ def test_probe_window_of_a_young_transaction_whose_read_failed_is_probed_again(t
         end2 = r.latestOffset(end1, None)
         ev2 = read_fresh(end1, end2)
     assert [(k, p, f, last) for k, p, f, last, _ in rows(ev2)] == [("data", 91, 0, 1)]
+
+
+def test_leader_lost_after_planning_and_back_within_the_ride_through_reads_everything(root, tmp_path):
+    """``run --once``: the leader comes back while the read rides through: the same rows as a
+    clean read, no gap, a progress row."""
+    import threading
+
+    ledger = tmp_path / "ck" / "txnwatch-unread.json"
+    with FakeKafkaBroker(root) as broker:
+        r = reader(broker, ledger, ride_through_ms="60000")
+        init = r.initialOffset()
+        end = r.latestOffset(init, None)
+        clean = rows(read(r, init, end))
+        broker.offline("orders", 0)
+        before = len(broker.requests_for("metadata"))
+        got: dict = {}
+        t = threading.Thread(target=lambda: got.setdefault("ev", read(r, init, end)), daemon=True)
+        t.start()
+        deadline = time.monotonic() + 30
+        # the read keeps asking who leads the partition (no leader: no Fetch to send)
+        while len(broker.requests_for("metadata")) < before + 6:
+            assert time.monotonic() < deadline and t.is_alive()
+            time.sleep(0.02)
+        broker.online("orders", 0)
+        t.join(60)
+    ev = got["ev"]
+    assert rows(ev) == clean and (ev["kind"] == "gap").sum() == 0 and (ev["kind"] == "progress").sum() == 1
