@@ -747,11 +747,18 @@ class _RangeRead:
             self.scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
             self.raws.append(data)
             self.offset = int(cols["last_offset"][keep].max()) + 1
+        # magic 0/1 entries (pre-0.11 message format) cannot be transactional: step over them by
+        # their offsets, so that a fetch holding only legacy entries (one response never spans
+        # two segments) moves the read on instead of ending it
+        legacy_next = scan.legacy_last_offset + 1 if scan.legacy_last_offset is not None else None
+        stepped = legacy_next is not None and legacy_next > self.offset
+        if stepped:
+            self.offset = legacy_next
         if chain_broken:
             # The batch chain is unreadable past this point: skip to the planned end, loudly.
             self._gap(f"unreadable bytes: offsets {self.offset}..{end - 1} skipped", self.offset, end - 1)
             self.done = True
-        elif not n_keep:
+        elif not n_keep and not stepped:
             if not (len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end):
                 self._gap(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
                           f"{offset}..{end - 1} not read", offset, end - 1)
