@@ -22,7 +22,11 @@ What is modelled (and how faithfully)
   real release's table with ``broker_version=(2, 3)`` (tests/broker_api_versions.py).
 * **Metadata** v0-13 (v13: top-level error code): all nodes of the fake cluster, one replica per partition (the leader),
   ``is_internal`` for ``__transaction_state``/``__consumer_offsets``, stable topic ids, auto
-  topic creation when the request allows it and ``auto_create_topics`` is on.
+  topic creation when the request allows it and ``auto_create_topics`` is on; with
+  ``broker_version`` before (2, 8), a named missing internal topic is created whatever the
+  request allows (``KafkaApis.getTopicMetadata`` -> ``createInternalTopic`` of 2.0-2.7; moved to
+  the controller and gated on AllowAutoTopicCreation by KAFKA-9751 in 2.8), recorded in
+  ``internal_topics_created``.
 * **ListOffsets** v1-11: EARLIEST (-2) = log start offset, LATEST (-1) = high watermark for
   READ_UNCOMMITTED and last stable offset (LSO) for READ_COMMITTED, MAX_TIMESTAMP (-3) and
   timestamps at batch granularity (``Partition.fetchOffsetForTimestamp``: the last fetchable
@@ -1031,6 +1035,13 @@ class FakeKafkaBroker:
         self._persistent_faults: dict[tuple[str, int], int] = {}  # (t, p) -> error code until healed
         self._offline_home: dict[tuple[str, int], int] = {}  # offline partition -> node it returns to
         self.requests: list[RequestRecord] = []
+        # internal topics created as a side effect of a Metadata request (see _on_metadata)
+        self.internal_topics_created: list[str] = []
+        # transaction.state.log.num.partitions (Kafka's default 50) and the replication factor
+        # createInternalTopic checks against the alive brokers (Kafka's default 3; the fake's
+        # partitions have one replica, so 1 here)
+        self.internal_topic_partitions = 50
+        self.internal_topic_replication_factor = 1
         self._serial = 0  # requests answered so far (see _PartitionLog.dir_stat)
 
     # ---------------------------------------------------------------- lifecycle
@@ -1574,8 +1585,22 @@ class FakeKafkaBroker:
                     error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=uuid.UUID(int=0),
                     is_internal=False, partitions=[]))
                 continue
+            if name not in topics and name in INTERNAL_TOPICS and self._creates_internal_topics_when_named():
+                # Kafka <= 2.7, KafkaApis.getTopicMetadata: a named internal topic that does not
+                # exist goes to createInternalTopic whatever allowAutoTopicCreation says; the
+                # answer is createTopic's LEADER_NOT_AVAILABLE with no partitions.
+                self.create_topic(name, self.internal_topic_partitions)
+                self.internal_topics_created.append(name)
+                out.append(MetadataResponse.MetadataResponseTopic(
+                    error_code=LEADER_NOT_AVAILABLE, name=name, topic_id=uuid.UUID(int=0),
+                    is_internal=True, partitions=[]))
+                continue
             if name not in topics and allow_auto and self.auto_create_topics and name:
-                self.create_topic(name, self.default_partitions)
+                # 2.8+ (KAFKA-9751, AutoTopicCreationManager): internal topics too, only when allowed
+                self.create_topic(name, self.internal_topic_partitions if name in INTERNAL_TOPICS
+                                  else self.default_partitions)
+                if name in INTERNAL_TOPICS:
+                    self.internal_topics_created.append(name)
                 topics = self._scan()
             if name not in topics:
                 out.append(MetadataResponse.MetadataResponseTopic(
@@ -1599,6 +1624,17 @@ class FakeKafkaBroker:
         return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
                                 controller_id=self._nodes[0].node_id, topics=out,
                                 error_code=NONE)
+
+    def _creates_internal_topics_when_named(self) -> bool:
+        """Kafka before 2.8 creates a missing internal topic named in a Metadata request
+        (KafkaApis.getTopicMetadata -> createInternalTopic, 2.0-2.7) when enough brokers are alive
+        for its replication factor (``transaction.state.log.replication.factor``; the fake's
+        :attr:`internal_topic_replication_factor`); KAFKA-9751 (2.8) moved creation to the
+        controller and made it depend on AllowAutoTopicCreation like any other topic."""
+        if self.broker_version is None or self.broker_version >= (2, 8):
+            return False
+        alive = sum(1 for n in self._nodes if n.running)
+        return alive >= self.internal_topic_replication_factor
 
     def _partition_check(self, node, topic: str, partition: int, api: str,
                          current_leader_epoch: int = -1, *, follower_ok: bool = False) -> tuple[

@@ -21,7 +21,7 @@ from streaming.simulate.encode import encode_batch
 from streaming.sources.kafka import KafkaStreamReader, read_partition
 from streaming.sources.kafka_wire import KafkaWire
 from tests.conftest import kafka_watchdog
-from tests.kafka_fake_broker import FakeKafkaBroker, segment_file_name
+from tests.kafka_fake_broker import FakeKafkaBroker, segment_file_name, stage_segment
 
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
 ORDERS = SAMPLES / "synthetic" / "scenario_orders-0_00000000000000000000.log"
@@ -110,3 +110,33 @@ def test_legacy_entries_are_stepped_over_and_the_v2_transaction_after_them_is_fo
     data = ev[ev["kind"] == "data"]
     assert data[["first_offset", "last_offset", "producer_id"]].values.tolist() == [[5, 6, 77]]
     assert (ev["kind"] == "progress").sum() == 1
+
+
+# ------------------------------------------------------------------ no side effects on the cluster
+def _named_in_metadata(broker: FakeKafkaBroker, topic: str) -> int:
+    return sum(1 for r in broker.requests_for("metadata")
+               if r.request is not None and r.request.topics and any(t.name == topic for t in r.request.topics))
+
+
+def test_a_pre_2_8_cluster_without_transaction_state_is_watched_and_never_gets_one(tmp_path, caplog):
+    """Item 5. Kafka 2.7's KafkaApis.getTopicMetadata creates a missing internal topic named in
+    a Metadata request (createInternalTopic), whatever AllowAutoTopicCreation says. txnwatch
+    must find ``__transaction_state`` in a list of all topics and name it only once it exists;
+    meanwhile the data partitions are planned and a log line says why there is no coordinator."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    with FakeKafkaBroker(root, broker_version=(2, 7)) as broker:
+        r = reader(broker)
+        init = r.initialOffset()
+        end = r.latestOffset(init, None)
+        assert sorted(end["parts"]) == ["orders\t0"] and end["parts"]["orders\t0"][0] == ORDERS_HW
+        assert end["txn_n"] == 0
+        assert broker.internal_topics_created == []
+        assert _named_in_metadata(broker, "__transaction_state") == 0
+        assert any("no __transaction_state topic" in m for m in caplog.messages)
+        # the first transactional producer creates it (here: by hand); the next plan reads it
+        broker.create_topic("__transaction_state", 2)
+        end2 = r.latestOffset(end, None)
+        assert end2["txn_n"] == 2
+        assert {"__transaction_state\t0", "__transaction_state\t1"} <= set(end2["parts"])
+        assert broker.internal_topics_created == []

@@ -290,8 +290,28 @@ class KafkaStreamReader(DataSourceStreamReader):
         found = w.partitions(self.opts["topics"] or None, self.opts["pattern"], self.opts["include_internal"])
         if self.opts["topics"] and self.opts["pattern"]:
             found.update(w.partitions(self.opts["topics"], None, True))
-        found.update(w.partitions([TXN_TOPIC], None, True))
+        found.update(self._txn_partitions(w))
         return sorted((t, p) for t, ps in found.items() for p in ps)
+
+    def _txn_partitions(self, w: KafkaWire) -> dict[str, list[int]]:
+        """``__transaction_state``'s partitions, from a list of all topics: never from a Metadata
+        request naming it. Brokers before 2.8 create a missing internal topic named in any
+        Metadata request, whatever AllowAutoTopicCreation says (``KafkaApis.getTopicMetadata`` ->
+        ``createInternalTopic``; KAFKA-9751 moved creation to the controller in 2.8), and an
+        all-topics request never creates anything. A cluster without it has never had a
+        transactional producer (the first InitProducerId with a transactional id creates it): the
+        data partitions are watched all the same, and the next listing finds it once it exists."""
+        listed = w.partitions(None, None, True)
+        if TXN_TOPIC in listed:
+            self._no_txn_topic_logged = False
+            return {TXN_TOPIC: listed[TXN_TOPIC]}
+        if not getattr(self, "_no_txn_topic_logged", False):
+            log.warning("kafka source: the cluster at %s has no %s topic: no transactional producer has "
+                        "initialised yet, so there is no transaction to watch; watching the data partitions "
+                        "and looking for it again every trigger (txnwatch never creates it)",
+                        self.opts["bootstrap"], TXN_TOPIC)
+            self._no_txn_topic_logged = True
+        return {}
 
     def _initial_for(self, topic: str, partition: int, off: Any, explicit: dict) -> tuple[int, bool]:
         if topic == TXN_TOPIC:
