@@ -133,6 +133,7 @@ Fault injection (all thread-safe, effective from the next request)
   :meth:`delete_topic` + :meth:`create_topic` recreate a topic under a new topic id.
 * :meth:`stale_metadata`: Metadata answers from a broker whose cache has not seen the topic yet.
 * :meth:`metadata_error`: Metadata v13+ answers with a top-level error code.
+* :meth:`stale_leader`: Metadata from one node (or all) names an older leader and leader epoch.
 * :meth:`set_preferred_read_replica`: the leader redirects Fetch v11+ to a follower (KIP-392).
 * ``null_records``: empty reads carry ``records = null`` (allowed by FetchResponse.json).
 
@@ -210,6 +211,7 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------
 # Kafka error codes used by the fake (org.apache.kafka.common.protocol.Errors)
 # --------------------------------------------------------------------------------------------
+UNKNOWN_SERVER_ERROR = -1
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
@@ -227,6 +229,7 @@ INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+OFFSET_NOT_AVAILABLE = 78
 TOPIC_AUTHORIZATION_FAILED = 29
 CLUSTER_AUTHORIZATION_FAILED = 31
 ILLEGAL_SASL_STATE = 34
@@ -236,6 +239,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 TRANSACTIONAL_ID_NOT_FOUND = 105
 
 ERROR_CODES = {
+    "UNKNOWN_SERVER_ERROR": UNKNOWN_SERVER_ERROR,
     "NONE": NONE,
     "OFFSET_OUT_OF_RANGE": OFFSET_OUT_OF_RANGE,
     "CORRUPT_MESSAGE": CORRUPT_MESSAGE,
@@ -251,6 +255,7 @@ ERROR_CODES = {
     "KAFKA_STORAGE_ERROR": 56,
     "FENCED_LEADER_EPOCH": FENCED_LEADER_EPOCH,
     "UNKNOWN_LEADER_EPOCH": UNKNOWN_LEADER_EPOCH,
+    "OFFSET_NOT_AVAILABLE": OFFSET_NOT_AVAILABLE,
 }
 
 INTERNAL_TOPICS = frozenset({"__transaction_state", "__consumer_offsets"})
@@ -1030,6 +1035,8 @@ class FakeKafkaBroker:
         self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
         self._fetch_throttles: collections.deque[int] = collections.deque()  # throttle_time_ms per Fetch
         self._stale_topics: dict[str, int] = {}  # topic -> Metadata answers still missing it
+        # (t, p) -> [leader, leader epoch, answering node or None, answers left (-1: all)]
+        self._stale_leaders: dict[tuple[str, int], list[Any]] = {}
         self._metadata_errors: collections.deque[int] = collections.deque()  # top-level codes (v13+)
         self._preferred_replica: dict[tuple[str, int], int] = {}
         self._persistent_faults: dict[tuple[str, int], int] = {}  # (t, p) -> error code until healed
@@ -1270,6 +1277,20 @@ class FakeKafkaBroker:
         with self._lock:
             self._stale_topics[topic] = count
 
+    def stale_leader(self, topic: str, partition: int, leader: int, leader_epoch: int, *,
+                     node_id: int | None = None, count: int = -1) -> None:
+        """Metadata answered by ``node_id`` (every node when None) reports an older leader and
+        leader epoch for the partition, for the next ``count`` answers (-1: until
+        :meth:`clear_faults`). Partition-scoped requests are still judged by the real leader.
+
+        Real case: ``KafkaApis.handleTopicMetadataRequest`` answers from the broker's own
+        ``metadataCache``, which every broker updates on its own (UpdateMetadata requests before
+        KRaft, the metadata log after), so one broker may still report the previous leader and
+        epoch after an election. Java clients guard with ``Metadata.updateLatestMetadata``.
+        """
+        with self._lock:
+            self._stale_leaders[(topic, partition)] = [leader, leader_epoch, node_id, count]
+
     def metadata_error(self, error: int | str, count: int = 1) -> None:
         """The next ``count`` Metadata v13+ answers carry a top-level error code (and no topics).
 
@@ -1380,6 +1401,7 @@ class FakeKafkaBroker:
             self._hw_lag.clear()
             self._fetch_throttles.clear()
             self._stale_topics.clear()
+            self._stale_leaders.clear()
             self._metadata_errors.clear()
             self._preferred_replica.clear()
             self._persistent_faults.clear()
@@ -1391,6 +1413,18 @@ class FakeKafkaBroker:
                 self._node(node_id)
             self._leaders[(topic, partition)] = node_id
             self._leader_epochs[(topic, partition)] += 1
+
+    def elect_leader(self, topic: str, partition: int, node_id: int, catching_up: int = 1) -> None:
+        """Leadership moves to ``node_id`` (next leader epoch) and its next ``catching_up``
+        ListOffsets answers for the partition are OFFSET_NOT_AVAILABLE.
+
+        Kafka's ``Partition.fetchOffsetForTimestamp``: a client ListOffsets (isolation level set)
+        fails with OFFSET_NOT_AVAILABLE while the new leader's high watermark is below the start
+        offset of its leader epoch (``maybeOffsetsError``), i.e. until its followers' fetches
+        have moved the high watermark up after the election.
+        """
+        self.move_leader(topic, partition, node_id)
+        self.inject_partition_error(topic, partition, OFFSET_NOT_AVAILABLE, catching_up, apis=("list_offsets",))
 
     def offline(self, topic: str, partition: int) -> None:
         """The partition has no leader: every replica's broker is down or fenced (ISR empty).
@@ -1610,10 +1644,16 @@ class FakeKafkaBroker:
             parts = []
             for p in topics[name]:
                 leader = self._live_leader(name, p)
+                epoch = self._leader_epochs[(name, p)]
+                old = self._stale_leaders.get((name, p))
+                if old is not None and old[3] != 0 and old[2] in (None, node.node_id):
+                    leader, epoch = old[0], old[1]  # this broker's metadata cache lags (stale_leader)
+                    if old[3] > 0:
+                        old[3] -= 1
                 replicas = [leader] if leader != -1 else [self._nodes[p % len(self._nodes)].node_id]
                 parts.append(MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
                     error_code=LEADER_NOT_AVAILABLE if leader == -1 else NONE, partition_index=p,
-                    leader_id=leader, leader_epoch=self._leader_epochs[(name, p)], replica_nodes=replicas,
+                    leader_id=leader, leader_epoch=epoch, replica_nodes=replicas,
                     isr_nodes=replicas if leader != -1 else [], offline_replicas=[]))
             out.append(MetadataResponse.MetadataResponseTopic(
                 error_code=NONE, name=name, topic_id=self._topic_id(name), is_internal=name in INTERNAL_TOPICS,

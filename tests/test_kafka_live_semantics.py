@@ -140,3 +140,99 @@ def test_a_pre_2_8_cluster_without_transaction_state_is_watched_and_never_gets_o
         assert end2["txn_n"] == 2
         assert {"__transaction_state\t0", "__transaction_state\t1"} <= set(end2["parts"])
         assert broker.internal_topics_created == []
+
+
+# ------------------------------------------------------------------ error semantics of the Java client
+def test_unknown_server_error_on_list_offsets_and_fetch_is_retried_not_fatal(tmp_path):
+    """Item 2. ``OffsetFetcherUtils.handleListOffsetResponse`` retries a partition on any
+    unexpected code (its ``default`` branch) and ``FetchCollector.handleInitializeErrors`` logs
+    UNKNOWN_SERVER_ERROR and fetches again: one such answer neither stops the job nor loses data."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    with FakeKafkaBroker(root) as broker:
+        r = reader(broker)
+        init = r.initialOffset()
+        broker.inject_partition_error("orders", 0, "UNKNOWN_SERVER_ERROR", 1, apis=("list_offsets",))
+        end = r.latestOffset(init, None)
+        assert end["parts"]["orders\t0"][0] == ORDERS_HW and end["unavail"] == {}
+        broker.inject_partition_error("orders", 0, "UNKNOWN_SERVER_ERROR", 1, apis=("fetch",))
+        ev = read_all(r, init, end, "orders")
+    assert (ev["kind"] == "gap").sum() == 0
+    assert (ev["kind"] == "progress").sum() == 1
+    assert max(ev.loc[ev["kind"].isin(["data", "marker"]), "last_offset"]) == ORDERS_HW - 1
+
+
+def test_a_partition_answering_unknown_server_error_for_ever_is_unavailable_not_fatal(tmp_path):
+    """Item 2. The error persists: that partition becomes unavailable (availability records),
+    the other one is planned; nothing raises."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    stage_segment(root, "orders", 1, ORDERS)
+    with FakeKafkaBroker(root) as broker:
+        r = reader(broker)
+        init = r.initialOffset()
+        broker.fail_partition("orders", 1, "UNKNOWN_SERVER_ERROR")
+        end = r.latestOffset(init, None)
+    assert end["parts"]["orders\t0"][0] == ORDERS_HW
+    assert "UNKNOWN_SERVER_ERROR" in end["unavail"]["orders\t1"]["error"]
+
+
+def test_offset_not_available_during_an_election_is_retried(tmp_path, wires):
+    """Item 2. ``Partition.fetchOffsetForTimestamp`` answers OFFSET_NOT_AVAILABLE until the new
+    leader's high watermark reaches its epoch start offset; the client retries on the new leader."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    with FakeKafkaBroker(root, num_nodes=2) as broker:
+        w = wires(broker)
+        assert w.offsets([("orders", 0)])[("orders", 0)].high_watermark == ORDERS_HW
+        broker.elect_leader("orders", 0, 2, catching_up=2)
+        offs, down = w.offsets_available([("orders", 0)])
+        # two rounds per call (KafkaWire._PARTIAL_ROUNDS): NOT_LEADER from node 1, then node 2
+        # still catching up; the partition is asked again (later trigger) and answers
+        if down:
+            assert "OFFSET_NOT_AVAILABLE" in down[("orders", 0)] or "NOT_LEADER" in down[("orders", 0)]
+            offs, down = w.offsets_available([("orders", 0)])
+        assert down == {} and offs[("orders", 0)].high_watermark == ORDERS_HW and offs[("orders", 0)].leader == 2
+
+
+def test_current_leader_epoch_is_sent_in_fetch_and_list_offsets(tmp_path, wires):
+    """Item 2 (KIP-320). Fetch v9+ and ListOffsets v4+ carry CurrentLeaderEpoch = the epoch of
+    the last Metadata answer (the Java client's ``FetchRequest.PartitionData.currentLeaderEpoch``
+    from ``SubscriptionState.FetchPosition.currentLeader``); the fake's leader checks it
+    (``Partition.checkCurrentLeaderEpoch``)."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    with FakeKafkaBroker(root, num_nodes=2) as broker:
+        broker.move_leader("orders", 0, 2)
+        broker.move_leader("orders", 0, 1)  # leader epoch 2 now
+        w = wires(broker)
+        w.offsets([("orders", 0)])
+        w.fetch("orders", 0, 0, 1 << 20)
+        lo = [p.current_leader_epoch for r in broker.requests_for("list_offsets") for t in r.request.topics
+              for p in t.partitions]
+        fe = [p.current_leader_epoch for r in broker.requests_for("fetch") for t in r.request.topics
+              for p in t.partitions]
+    assert lo and set(lo) == {2}
+    assert fe == [2]
+
+
+def test_metadata_older_than_seen_is_not_believed(tmp_path, wires):
+    """Item 2. ``Metadata.updateLatestMetadata``: an answer whose leader epoch is below the last
+    seen one keeps the cached leader. Here every broker's cache lags after the leader moved to
+    node 2 (``stale_leader``: the old leader 1, epoch 0); the client keeps node 2 and never
+    sends a partition request to node 1."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    with FakeKafkaBroker(root, num_nodes=2) as broker:
+        w = wires(broker)
+        broker.move_leader("orders", 0, 2)  # epoch 1
+        assert w.offsets([("orders", 0)])[("orders", 0)].leader == 2
+        broker.stale_leader("orders", 0, leader=1, leader_epoch=0)
+        w.refresh_metadata(["orders"])
+        assert w.leader("orders", 0) == 2
+        before = len(broker.requests)
+        res = w.fetch("orders", 0, 0, 1 << 20)
+        off = w.offsets([("orders", 0)])[("orders", 0)]
+        to_node_1 = [r for r in broker.requests[before:] if r.api in ("fetch", "list_offsets") and r.node_id == 1]
+    assert res.ok and off.high_watermark == ORDERS_HW
+    assert to_node_1 == []

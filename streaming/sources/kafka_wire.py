@@ -35,7 +35,11 @@ Kafka APIs and versions (negotiated per broker with ApiVersions, within these bo
   (KIP-98), v5 adds ``log_start_offset`` (KIP-107; -1 from a v4-only broker). v12 is the last
   version that addresses topics by *name*; v13+ need topic ids (KIP-516) and bring nothing the
   watchdog needs. Sessionless full fetches (``session_id=0``, ``session_epoch=-1``), replica id -1,
-  ``current_leader_epoch=-1`` (no fencing: a stale leader answers NOT_LEADER_OR_FOLLOWER anyway).
+  ``current_leader_epoch`` = the leader epoch of the last Metadata answer (KIP-320, v9+; also
+  ListOffsets v4+): a leader whose epoch differs answers FENCED_LEADER_EPOCH or
+  UNKNOWN_LEADER_EPOCH (``Partition.getLocalLog`` / ``checkCurrentLeaderEpoch``) and metadata is
+  refreshed. A Metadata answer whose leader epoch is below the one seen is not believed for
+  that partition (``Metadata.updateLatestMetadata``).
   Kafka 4.x removed Fetch v0-v3 (KIP-896), so the v4 floor also works with 4.x brokers.
 
 Fetch semantics callers must know (real Kafka behaviour, mirrored by the test fake)
@@ -86,6 +90,10 @@ Fault handling
   configuration tells it, and the ``kafka-acls.sh`` command that grants it. Note that Kafka
   leaves topics the principal may not Describe out of an all-topics Metadata answer, so a
   ``pattern`` silently skips them (``handleTopicMetadataRequest``).
+* Any other partition error code of ListOffsets or Fetch (UNKNOWN_SERVER_ERROR, CORRUPT_MESSAGE,
+  ...) is retried like a leader error (``OffsetFetcherUtils.handleListOffsetResponse``'s default
+  branch; see streaming/sources/kafka_errors.py); only configuration errors
+  (``kafka_errors.CONFIGURATION_ERRORS``: the message names the setting) stop at once.
 * Anything else (authentication failures, unsupported versions, corrupt responses) raises
   :class:`KafkaWireError` immediately. Nothing is ever skipped silently.
 
@@ -121,6 +129,8 @@ from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest
 
+from streaming.sources.kafka_errors import Action, configuration_message
+from streaming.sources.kafka_errors import action as error_action
 from streaming.sources.kafka_security import AUTHORIZATION_ERRORS, authorization_message, principal_of
 
 log = logging.getLogger(__name__)
@@ -196,6 +206,8 @@ def error_name(code: int) -> str:
         return "NOT_LEADER_OR_FOLLOWER"
     if code == _REBOOTSTRAP_REQUIRED:
         return "REBOOTSTRAP_REQUIRED"
+    if code == -1:  # kafka-python calls it UNKNOWN; Kafka's Errors name is UNKNOWN_SERVER_ERROR
+        return "UNKNOWN_SERVER_ERROR"
     if code in Errors.kafka_errors:
         return Errors.kafka_errors[code].message
     return f"UNKNOWN_ERROR_{code}"
@@ -463,11 +475,14 @@ class _ListOffsets(ListOffsetsRequest, init=False):
     :class:`_ListOffsetsDecoder` into a :class:`_ListOffsetsAnswer`.
     """
 
-    def __init__(self, by_topic: list[tuple[str, list[int]]], timestamp: int, isolation: int, timeout_ms: int):
+    def __init__(self, by_topic: list[tuple[str, list[int]]], timestamp: int, isolation: int, timeout_ms: int,
+                 epochs: dict[str, dict[int, int]] | None = None):
         super().__init__(replica_id=-1, isolation_level=isolation, topics=[], timeout_ms=timeout_ms,
                          min_version=LIST_OFFSETS_MIN_VERSION, max_version=LIST_OFFSETS_MAX_VERSION)
         self.wanted = by_topic
         self.timestamp = timestamp
+        # topic -> {partition: leader epoch}: CurrentLeaderEpoch (v4+, KIP-320), -1 where unknown
+        self.epochs = epochs or {}
 
     def with_header(self, correlation_id: int = 0, client_id: str = "kafka-python") -> None:
         self._header = _ListOffsetsHeader(request_api_key=self.API_KEY, request_api_version=self.API_VERSION,
@@ -491,11 +506,12 @@ class _ListOffsets(ListOffsetsRequest, init=False):
             raw = name.encode()
             out.append((_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw)
             out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
+            ep = self.epochs.get(name, {})
             if flexible:
-                out.extend([pack(p, -1, ts, 0) for p in parts])
+                out.extend([pack(p, ep.get(p, -1), ts, 0) for p in parts])
                 out.append(b"\x00")
             elif v >= 4:
-                out.extend([pack(p, -1, ts) for p in parts])
+                out.extend([pack(p, ep.get(p, -1), ts) for p in parts])
             else:
                 out.extend([pack(p, ts) for p in parts])
         if v >= 10:
@@ -675,6 +691,9 @@ class KafkaWire:
         self._leaders: dict[str, dict[int, int]] = {}
         # topic -> topic id (Metadata v10+), for telling a recreated topic from the same one
         self._topic_ids: dict[str, str] = {}
+        # topic -> {partition: leader epoch} (Metadata v7+): sent as current_leader_epoch in
+        # Fetch v9+ / ListOffsets v4+ (KIP-320) and used to reject older metadata
+        self._epochs: dict[str, dict[int, int]] = {}
         # discovery cache (metadata_max_age_ms): topic -> (is_internal, sorted partitions, monotonic
         # time of the Metadata answer), when the last all-topics answer came, and since when
         # everything older is suspect (a failure happened)
@@ -943,7 +962,8 @@ class KafkaWire:
             replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=READ_UNCOMMITTED,
             session_id=0, session_epoch=-1,
             topics=[Topic(topic=t, partitions=[Topic.FetchPartition(
-                partition=p, current_leader_epoch=-1, fetch_offset=o, last_fetched_epoch=-1, log_start_offset=-1,
+                partition=p, current_leader_epoch=self._epoch(t, p), fetch_offset=o, last_fetched_epoch=-1,
+                log_start_offset=-1,
                 partition_max_bytes=max_bytes) for p, o in ps]) for t, ps in by_topic.items()],
             forgotten_topics_data=[], rack_id="", min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION)
 
@@ -1056,12 +1076,47 @@ class KafkaWire:
                 else:
                     self._md_topics.pop(t.name, None)
             if t.error_code == 0:
-                self._leaders[t.name] = {p.partition_index: p.leader_id for p in t.partitions}
                 topic_id = getattr(t, "topic_id", None)
-                if topic_id is not None and topic_id.int != 0:  # zero uuid: no id (v < 10)
-                    self._topic_ids[t.name] = str(topic_id)
+                new_id = str(topic_id) if topic_id is not None and topic_id.int != 0 else None  # zero: v < 10
+                self._leaders[t.name] = self._latest_leaders(t, new_id)
+                if new_id is not None:
+                    self._topic_ids[t.name] = new_id
             elif t.error_code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID, 17):  # 17 INVALID_TOPIC
                 self._leaders.pop(t.name, None)
+                self._epochs.pop(t.name, None)
+
+    def _latest_leaders(self, t, new_id: str | None) -> dict[int, int]:
+        """Partition -> leader from one Metadata topic answer, never older than what was seen.
+
+        Java's ``Metadata.updateLatestMetadata``: a partition whose leader epoch (v7+) is below the
+        last seen one keeps the cached leader (the answering broker's metadata cache lags: every
+        broker applies updates on its own); a new topic id resets the epoch (a recreated topic
+        starts again at 0); no epoch in the answer (v < 7, or -1) forgets the last seen one.
+        """
+        old_leaders = self._leaders.get(t.name, {})
+        old_epochs = self._epochs.get(t.name, {})
+        recreated = new_id is not None and self._topic_ids.get(t.name) not in (None, new_id)
+        leaders: dict[int, int] = {}
+        epochs: dict[int, int] = {}
+        for p in t.partitions:
+            i = p.partition_index
+            epoch = getattr(p, "leader_epoch", -1)
+            epoch = -1 if epoch is None else epoch
+            seen = old_epochs.get(i)
+            if epoch >= 0 and seen is not None and epoch < seen and not recreated and i in old_leaders:
+                log.debug("KafkaWire: %s-%s: metadata with leader epoch %d older than %d seen; keeping leader %s",
+                          t.name, i, epoch, seen, old_leaders[i])
+                leaders[i], epochs[i] = old_leaders[i], seen
+                continue
+            leaders[i] = p.leader_id
+            if epoch >= 0:
+                epochs[i] = epoch
+        self._epochs[t.name] = epochs
+        return leaders
+
+    def _epoch(self, topic: str, partition: int) -> int:
+        """current_leader_epoch to send (KIP-320): the last seen leader epoch, -1 if unknown."""
+        return self._epochs.get(topic, {}).get(partition, -1)
 
     @staticmethod
     def _topic_errors(response, names: set[str]) -> dict[str, int]:
@@ -1200,15 +1255,21 @@ class KafkaWire:
                                                       topic_id=self._topic_ids.get(tp[0]))
                         continue
                     code = codes[0]
-                    if code in _LEADER_ERRORS or code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID):
-                        retry.append(tp)
-                        last_error = errors[tp] = f"{error_name(code)} for {tp[0]}-{tp[1]}"
-                        last_node = leader
-                        continue
-                    if code in AUTHORIZATION_ERRORS:
+                    act = error_action(code)
+                    if act is Action.DENIED:
                         raise self._denied("ListOffsets", code, tp[0], leader)
-                    raise KafkaWireError(f"ListOffsets for {tp[0]}-{tp[1]} at {self._node_desc(leader)} failed: "
-                                         f"{error_name(code)}", error_code=code)
+                    if act is Action.CONFIGURATION:
+                        raise KafkaWireError(configuration_message("ListOffsets", code, error_name(code),
+                                                                   f"{tp[0]}-{tp[1]}", self._node_desc(leader)),
+                                             error_code=code)
+                    # OffsetFetcherUtils.handleListOffsetResponse: leader/topic errors and every
+                    # unexpected code (UNKNOWN_SERVER_ERROR, ...) retry the partition
+                    if code not in _LEADER_ERRORS and act is not Action.UNKNOWN_TOPIC:
+                        log.warning("KafkaWire: ListOffsets for %s-%s failed at %s with %s; retrying", tp[0], tp[1],
+                                    self._node_desc(leader), error_name(code))
+                    retry.append(tp)
+                    last_error = errors[tp] = f"{error_name(code)} for {tp[0]}-{tp[1]}"
+                    last_node = leader
             pending = retry
             if pending:
                 self._metadata_suspect()
@@ -1256,7 +1317,8 @@ class KafkaWire:
         by_topic: dict[str, list[int]] = defaultdict(list)
         for t, p in tps:
             by_topic[t].append(p)
-        return _ListOffsets(list(by_topic.items()), timestamp, isolation, self._config["request_timeout_ms"])
+        return _ListOffsets(list(by_topic.items()), timestamp, isolation, self._config["request_timeout_ms"],
+                            self._epochs)
 
     def _fetch_request(self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
                        min_bytes: int):
@@ -1269,7 +1331,8 @@ class KafkaWire:
             session_id=0,
             session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
-                partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                partition=partition, current_leader_epoch=self._epoch(topic, partition), fetch_offset=offset,
+                last_fetched_epoch=-1,
                 log_start_offset=-1, partition_max_bytes=max_bytes)])],
             forgotten_topics_data=[],
             rack_id="",
@@ -1341,14 +1404,17 @@ class KafkaWire:
                 await attempts.failed(f"{error_name(code)} for {topic}-{partition} although metadata lists it",
                                       leader)
                 continue
-            if code in _LEADER_ERRORS:
-                await attempts.failed(f"{error_name(code)} for {topic}-{partition}", leader)
-                await self._metadata_async([topic], attempts)
-                continue
-            if code in AUTHORIZATION_ERRORS:
+            act = error_action(code)
+            if act is Action.DENIED:
                 raise self._denied("Fetch", code, topic, leader)
-            raise KafkaWireError(f"Fetch {topic}-{partition} at offset {offset} from {self._node_desc(leader)} "
-                                 f"failed: {error_name(code)}", error_code=code)
+            if act is Action.CONFIGURATION:
+                raise KafkaWireError(configuration_message("Fetch", code, error_name(code), f"{topic}-{partition}",
+                                                           self._node_desc(leader)), error_code=code)
+            # FetchCollector.handleInitializeErrors: leader errors, UNKNOWN_LEADER_EPOCH and
+            # UNKNOWN_SERVER_ERROR are fetched again (txnwatch also retries the rest, bounded;
+            # see streaming/sources/kafka_errors.py)
+            await attempts.failed(f"{error_name(code)} for {topic}-{partition}", leader)
+            await self._metadata_async([topic], attempts)
 
     def _fetch_partition(self, response, tp: tuple[str, int], node: Any) -> tuple[int, Any]:
         """(error code, partition data) of ``tp`` in a Fetch response; a top-level error wins."""
