@@ -98,8 +98,8 @@ What is modelled (and how faithfully)
   CreateTopics: without Create on the cluster or the topic (``handleCreateTopicsRequest``).
   Authorization is checked before existence, as in those handlers.
 
-Not modelled: SASL re-authentication, GSSAPI, fetch sessions, long-poll waits, replication/ISR, quota accounting and
-channel muting (only the throttled answer itself, :meth:`throttle_fetch`), DeleteTopics
+Not modelled: SASL re-authentication, GSSAPI, fetch sessions, long-poll waits, replication/ISR, quota accounting
+(throttles are injected: :meth:`throttle`, :meth:`throttle_fetch`), DeleteTopics
 (use :meth:`delete_topic`), compaction, leader-epoch checkpoint files, idempotent sequence
 checks, magic v0/v1 produce.
 
@@ -117,7 +117,8 @@ Fault injection (all thread-safe, effective from the next request)
 * :meth:`stop_node` / :meth:`start_node`: one broker stops answering (listener closed, connections
   reset); Metadata from the others reports its partitions leaderless until it is back.
 * :meth:`drop_connection`: the next N matching requests are answered by closing the socket.
-* :meth:`stall`: the next N matching requests are read and never answered (client timeouts).
+* :meth:`stall`: the next N matching requests (per node if given) are read and never answered
+  (client timeouts); ``answered_while_other_blocked`` counts answers of other nodes meanwhile.
 * :meth:`advance_log_start`: retention/DeleteRecords moved the log start offset; fetches below
   it get OFFSET_OUT_OF_RANGE, ListOffsets EARLIEST returns it.
 * :meth:`delete_topic`: the partition directories are renamed ``<dir>.<id>-delete`` (as Kafka
@@ -128,7 +129,9 @@ Fault injection (all thread-safe, effective from the next request)
 * :meth:`lag_high_watermark`: the leader's high watermark trails its log end (a new leader during
   a rolling restart): fetches between the two get no records and no error.
 * :meth:`throttle_fetch`: Fetch answered as a broker over quota does (no partitions,
-  ``throttle_time_ms`` > 0).
+  ``throttle_time_ms`` > 0), then the connection muted for that long (KIP-219).
+* :meth:`throttle`: full answers of one API carrying ``throttle_time_ms``, the connection then
+  muted for that long (KIP-219, ``KafkaChannel`` muting); per node.
 * :meth:`truncate`: unclean leader election; the log is cut and the high watermark goes back.
   :meth:`delete_topic` + :meth:`create_topic` recreate a topic under a new topic id.
 * :meth:`stale_metadata`: Metadata answers from a broker whose cache has not seen the topic yet.
@@ -152,6 +155,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -159,6 +163,7 @@ import shutil
 import socket
 import stat
 import struct
+import termios
 import threading
 import time
 import uuid
@@ -691,6 +696,7 @@ class _ConnFault:
     kind: str  # "drop" | "stall"
     remaining: int
     api: str | None
+    node_id: int | None = None  # only requests to this node (None: any)
 
 
 class _Node:
@@ -842,12 +848,21 @@ class _Node:
                     continue
                 if reply is None:
                     continue
+                throttle = getattr(self.broker._conn, "throttle", None)
+                if throttle is not None and throttle[1] < _CLIENT_THROTTLES.get(throttle[0], 1 << 15):
+                    self._sleep(throttle[2])  # a pre-KIP-219 version: the broker delays the answer
+                    throttle = None
                 self._send(conn, reply)
+                if throttle is not None:
+                    self._mute(conn, throttle[2])
         except OSError:
             pass
         except Exception:  # a broker bug must not kill the test process silently
             log.exception("fake broker node %s: error while serving a connection", self.node_id)
         finally:
+            if stalled:
+                with self.broker._lock:
+                    self.broker._stalled_conns[self.node_id] -= 1
             if graceful:
                 with contextlib.suppress(OSError):
                     conn.close()
@@ -857,6 +872,30 @@ class _Node:
                 self._conns.discard(conn)
                 self._conns.discard(raw)
                 self._conn_threads.discard(threading.current_thread())
+
+    def _sleep(self, ms: int) -> None:
+        end = time.monotonic() + ms / 1000
+        while self._running and time.monotonic() < end:
+            time.sleep(min(0.01, max(end - time.monotonic(), 0)))
+
+    def _mute(self, conn: socket.socket, ms: int) -> None:
+        """KIP-219: read nothing from this connection for ``ms`` (see FakeKafkaBroker.throttle);
+        a request the client sent meanwhile is counted in ``sent_while_muted``."""
+        broker = self.broker
+        with broker._lock:
+            broker._muted_until[self.node_id] = max(broker._muted_until.get(self.node_id, 0.0),
+                                                    time.monotonic() + ms / 1000)
+        before = _unread_bytes(conn)
+        end = time.monotonic() + ms / 1000
+        seen = False
+        while self._running and time.monotonic() < end:
+            # bytes seen before the mute's end were sent inside it: the client's own throttle
+            # window starts when it receives the answer, after this one, so it ends later
+            if not seen and _unread_bytes(conn) > before:
+                seen = True
+                with broker._lock:
+                    broker.sent_while_muted[self.node_id] += 1
+            time.sleep(min(0.005, max(end - time.monotonic(), 0)))
 
     @staticmethod
     def _send(conn: socket.socket, reply: bytes) -> None:
@@ -869,6 +908,17 @@ class _Node:
 
 _CLOSE = object()
 _STALL = object()
+# First version of each API whose throttle_time_ms the client honours (shouldClientThrottle of
+# FetchResponse, ListOffsetsResponse, MetadataResponse: KIP-219)
+_CLIENT_THROTTLES = {"fetch": 8, "list_offsets": 3, "metadata": 6}
+
+
+def _unread_bytes(conn: socket.socket) -> int:
+    """Bytes received on the connection and not read yet (FIONREAD; 0 if unknown)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(conn.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except (OSError, ValueError):
+        return 0
 
 
 def _hard_close(conn: socket.socket) -> None:
@@ -900,13 +950,14 @@ class _ListOffsetsAnswer:
         self.version = version
         self.topics = topics
         self.correlation_id = 0
+        self.throttle_time_ms = 0
 
     def with_header(self, correlation_id: int) -> None:
         self.correlation_id = correlation_id
 
     def _kafka_python(self):
         R = ListOffsetsResponse.ListOffsetsTopicResponse
-        resp = ListOffsetsResponse(version=self.version, throttle_time_ms=0, topics=[
+        resp = ListOffsetsResponse(version=self.version, throttle_time_ms=self.throttle_time_ms, topics=[
             R(name=name, partitions=[R.ListOffsetsPartitionResponse(
                 partition_index=i, error_code=code, old_style_offsets=[], timestamp=ts, offset=off,
                 leader_epoch=epoch) for i, code, ts, off, epoch in parts]) for name, parts in self.topics])
@@ -922,7 +973,7 @@ class _ListOffsetsAnswer:
         if header:
             out.append(struct.pack(">i", self.correlation_id) + (b"\x00" if flexible else b""))
         if v >= 2:
-            out.append(struct.pack(">i", 0))  # throttle_time_ms
+            out.append(struct.pack(">i", self.throttle_time_ms))
         pack = self._PARTITION[6 if flexible else 4 if v >= 4 else 1].pack
         out.append(_array_len(len(self.topics), flexible))
         for name, parts in self.topics:
@@ -1034,6 +1085,15 @@ class FakeKafkaBroker:
         self._delete_counter = 0
         self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
         self._fetch_throttles: collections.deque[int] = collections.deque()  # throttle_time_ms per Fetch
+        self._throttles: list[list[Any]] = []  # [api, node id or None, throttle_time_ms, answers left] (throttle)
+        # KIP-219 channel muting, per node: requests that arrived while their connection was muted
+        # (a client that honours throttle_time_ms sends none), and requests answered on one node
+        # while another node had a muted or stalled connection (a throttle or a stall stays on
+        # its own connection: the client keeps using the other brokers meanwhile)
+        self.sent_while_muted: collections.Counter[int] = collections.Counter()
+        self.answered_while_other_blocked: collections.Counter[int] = collections.Counter()
+        self._stalled_conns: collections.Counter[int] = collections.Counter()  # node -> stalled connections open
+        self._muted_until: dict[int, float] = {}  # node id -> monotonic end of its latest mute
         self._stale_topics: dict[str, int] = {}  # topic -> Metadata answers still missing it
         # (t, p) -> [leader, leader epoch, answering node or None, answers left (-1: all)]
         self._stale_leaders: dict[tuple[str, int], list[Any]] = {}
@@ -1266,6 +1326,31 @@ class FakeKafkaBroker:
         with self._lock:
             self._fetch_throttles.extend([throttle_time_ms] * count)
 
+    def throttle(self, api: str, throttle_time_ms: int, count: int = 1, node_id: int | None = None) -> None:
+        """The next ``count`` answers of ``api`` (``fetch``, ``list_offsets``, ``metadata``) from
+        ``node_id`` (any node when None) are full answers carrying ``throttle_time_ms``, and the
+        connection is then muted for that long (KIP-219, Kafka 2.0+).
+
+        Kafka's ``KafkaApis.sendResponseMaybeThrottle`` -> ``ClientRequestQuotaManager.throttle``:
+        the response goes out at once with its throttle time and the channel is muted
+        (``KafkaChannel.ChannelMuteState.MUTED_AND_THROTTLED``, ``SocketServer.Processor``) until the
+        throttle ends, so nothing more is read from that connection; other connections are not
+        affected. Clients honour it for the versions whose ``shouldClientThrottle`` is true
+        (Fetch v8+, ListOffsets v3+, Metadata v6+: ``FetchResponse``, ``ListOffsetsResponse``,
+        ``MetadataResponse``); for older versions the broker delays the response by the throttle
+        time instead (the client does not know to wait), which the fake does too.
+        """
+        with self._lock:
+            self._throttles.append([api, node_id, throttle_time_ms, count])
+
+    def _take_throttle(self, api: str, node_id: int) -> int:
+        for t in self._throttles:
+            if t[0] == api and t[1] in (None, node_id) and t[3] != 0:
+                if t[3] > 0:
+                    t[3] -= 1
+                return int(t[2])
+        return 0
+
     def stale_metadata(self, topic: str, count: int = 1) -> None:
         """The next ``count`` Metadata answers do not know ``topic`` (UNKNOWN_TOPIC_OR_PARTITION
         when it is asked for by name, absent from a list of all topics).
@@ -1400,6 +1485,7 @@ class FakeKafkaBroker:
             self._conn_faults.clear()
             self._hw_lag.clear()
             self._fetch_throttles.clear()
+            self._throttles.clear()
             self._stale_topics.clear()
             self._stale_leaders.clear()
             self._metadata_errors.clear()
@@ -1504,13 +1590,17 @@ class FakeKafkaBroker:
         with self._lock:
             self._conn_faults.append(_ConnFault("drop", count, api))
 
-    def stall(self, count: int = 1, api: str | None = None) -> None:
-        """Never answer the next ``count`` requests (of ``api`` if given); the client must time out.
+    def stall(self, count: int = 1, api: str | None = None, node_id: int | None = None) -> None:
+        """Never answer the next ``count`` requests (of ``api`` if given, to ``node_id`` if given);
+        the client must time out.
 
-        Like a hung broker, the connection then answers nothing more (responses are in order).
+        Like a hung broker (a stalled log disk: the request handler thread blocks in the read,
+        ``KafkaRequestHandler`` answers nothing on that connection), the connection then answers
+        nothing more (responses are in order, ``SocketServer.Processor`` mutes the channel until
+        the in-flight request's response is sent). Other brokers are not affected.
         """
         with self._lock:
-            self._conn_faults.append(_ConnFault("stall", count, api))
+            self._conn_faults.append(_ConnFault("stall", count, api, node_id))
 
     def requests_for(self, api: str) -> list[RequestRecord]:
         with self._lock:
@@ -1526,9 +1616,9 @@ class FakeKafkaBroker:
                 return code
         return NONE
 
-    def _take_conn_fault(self, api: str) -> str | None:
+    def _take_conn_fault(self, api: str, node_id: int) -> str | None:
         for f in self._conn_faults:
-            if f.remaining > 0 and (f.api is None or f.api == api):
+            if f.remaining > 0 and (f.api is None or f.api == api) and f.node_id in (None, node_id):
                 f.remaining -= 1
                 kind = f.kind
                 self._conn_faults = [x for x in self._conn_faults if x.remaining > 0]
@@ -1540,7 +1630,7 @@ class FakeKafkaBroker:
         api_key, api_version, correlation_id = struct.unpack_from(">hhi", payload, 0)
         api = _API_NAMES.get(api_key, f"api_{api_key}")
         with self._lock:
-            fault = self._take_conn_fault(api)
+            fault = self._take_conn_fault(api, node.node_id)
         if fault == "drop":
             self._record(node, api, api_key, api_version, None, None)
             return _CLOSE
@@ -1565,13 +1655,24 @@ class FakeKafkaBroker:
         client_id = request.header.client_id if request.header is not None else None
         self._record(node, api, api_key, api_version, client_id, request)
         if fault == "stall":
+            with self._lock:
+                self._stalled_conns[node.node_id] += 1
             return _STALL
         handler = getattr(self, f"_on_{api}")
+        self._conn.throttle = None
         with self._lock:
             self._serial += 1
+            now = time.monotonic()
+            if any(n != node.node_id and until > now for n, until in self._muted_until.items()) or any(
+                    n != node.node_id and c > 0 for n, c in self._stalled_conns.items()):
+                self.answered_while_other_blocked[node.node_id] += 1
             response = handler(node, request, api_version)
+            ms = self._take_throttle(api, node.node_id) if response is not None else 0
         if response is None:
             return None
+        if ms:
+            response.throttle_time_ms = ms
+            self._conn.throttle = (api, api_version, ms)
         response.with_header(correlation_id=correlation_id)
         return response.encode(header=True, framed=True)
 
@@ -1759,9 +1860,11 @@ class FakeKafkaBroker:
         if version >= 13:  # real tables advertise it (3.1+); answering by name would be wrong
             raise NotImplementedError("fake broker: Fetch v13+ (topics by id, KIP-516) is not modelled")
         if self._fetch_throttles:
-            # KafkaApis.handleFetchRequest over quota: getThrottledResponse, no partitions at all
-            return FetchResponse(version=version, throttle_time_ms=self._fetch_throttles.popleft(), error_code=NONE,
-                                 session_id=0, responses=[])
+            # KafkaApis.handleFetchRequest over quota: getThrottledResponse, no partitions at all,
+            # and the channel is muted for the throttle time (KIP-219, see throttle)
+            ms = self._fetch_throttles.popleft()
+            self._conn.throttle = ("fetch", version, ms)
+            return FetchResponse(version=version, throttle_time_ms=ms, error_code=NONE, session_id=0, responses=[])
         isolation = request.isolation_level if version >= 4 else 0
         remaining = request.max_bytes if version >= 3 else 1 << 31
         first = True

@@ -236,3 +236,101 @@ def test_metadata_older_than_seen_is_not_believed(tmp_path, wires):
         to_node_1 = [r for r in broker.requests[before:] if r.api in ("fetch", "list_offsets") and r.node_id == 1]
     assert res.ok and off.high_watermark == ORDERS_HW
     assert to_node_1 == []
+
+
+# ------------------------------------------------------------------ KIP-219 throttling
+def test_a_kip219_throttle_is_waited_out_on_that_broker_only(tmp_path, wires):
+    """Item 3. A 2.0+ broker answers at once with throttle_time_ms and mutes the connection
+    (``KafkaApis.sendResponseMaybeThrottle``, ``KafkaChannel`` MUTED_AND_THROTTLED); the Java
+    client's ``NetworkClient.maybeThrottle`` sends nothing more to that node until the throttle
+    ends and keeps using the others. The throttle (800 ms) is longer than all the client's
+    retry backoffs together (10 + 20 + 40 ms): counted as failures, the partition would be
+    unavailable; honoured, both partitions answer and nothing is sent into the muted connection."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    stage_segment(root, "orders", 1, ORDERS)
+    tps = [("orders", 0), ("orders", 1)]
+    with FakeKafkaBroker(root, num_nodes=2) as broker:  # orders-0 led by node 1, orders-1 by node 2
+        w = wires(broker)
+        assert {tp: o.leader for tp, o in w.offsets(tps).items()} == {("orders", 0): 1, ("orders", 1): 2}
+        broker.throttle("fetch", 800, count=1, node_id=1)
+        assert w.fetch("orders", 0, 0, 1 << 20).records == ORDERS.read_bytes()  # a throttled full answer
+        offs, down = w.offsets_available(tps)
+        assert down == {}
+        assert {tp: o.high_watermark for tp, o in offs.items()} == {tp: ORDERS_HW for tp in tps}
+        assert broker.sent_while_muted[1] == 0
+        assert broker.answered_while_other_blocked[2] >= 1  # node 2 served during node 1's throttle
+        assert w.throttle_waits >= 1
+
+
+# ------------------------------------------------------------------ one slow broker
+def test_a_stalled_broker_leaves_only_its_partitions_unavailable(tmp_path):
+    """Item 4. Node 1's disk stalls: its ListOffsets is read and never answered (``stall``).
+    All leaders are asked at once (Java's ``OffsetFetcher`` sends one request per node, each
+    with its own timeout in ``NetworkClient``'s ``InFlightRequests``), so node 2's partition is
+    planned, and orders-0 is unavailable after broker_timeout_ms (300 ms), long before the
+    request timeout (20 s). The next plan does not send node 1 another request while the first
+    is still in flight."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    stage_segment(root, "orders", 1, ORDERS)
+    with FakeKafkaBroker(root, num_nodes=2) as broker:
+        r = reader(broker, broker_timeout_ms="300", request_timeout_ms="20000")
+        init = r.initialOffset()
+        broker.stall(count=1, api="list_offsets", node_id=1)
+        end = r.latestOffset(init, None)
+        assert end["parts"]["orders\t1"][0] == ORDERS_HW
+        assert "did not answer" in end["unavail"]["orders\t0"]["error"]
+        to_node_1 = sum(1 for q in broker.requests_for("list_offsets") if q.node_id == 1)
+        deadline = time.monotonic() + 10
+        while time.time() < end["unavail"]["orders\t0"]["retry_at"] / 1000 and time.monotonic() < deadline:
+            time.sleep(0.01)  # past the partition's availability backoff (retry_backoff_ms = 10)
+        end2 = r.latestOffset(end, None)
+        assert "has not answered a request sent" in end2["unavail"]["orders\t0"]["error"]
+        assert sum(1 for q in broker.requests_for("list_offsets") if q.node_id == 1) == to_node_1
+        assert broker.answered_while_other_blocked[2] >= 1
+
+
+def test_a_stalled_fetch_makes_its_partition_unavailable_without_holding_the_read(tmp_path):
+    """Item 4, executor side: the Fetch of a planned range is never answered; after
+    broker_timeout_ms the partition gets its ``unavailable`` gap row and no progress row
+    (streaming/availability.py), instead of the read waiting request_timeout_ms x retries."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    stage_segment(root, "orders", 1, ORDERS)
+    with FakeKafkaBroker(root, num_nodes=2) as broker:
+        r = reader(broker, broker_timeout_ms="300", request_timeout_ms="20000")
+        init = r.initialOffset()
+        end = r.latestOffset(init, None)
+        broker.stall(count=1, api="fetch", node_id=1)
+        ev = read_all(r, init, end, "orders")
+    p0, p1 = ev[ev["partition"] == 0], ev[ev["partition"] == 1]
+    assert list(p0["kind"]) == ["gap"] and p0.iloc[0]["reason"].startswith("unavailable")
+    assert "broker_timeout_ms" in p0.iloc[0]["reason"]
+    assert (p1["kind"] == "progress").sum() == 1 and (p1["kind"] == "gap").sum() == 0
+
+
+def test_probe_bytes_bounds_each_partition_not_the_request(tmp_path):
+    """Item 4. Three partitions of one leader, each with an open transaction at its LSO: one
+    probe Fetch carries all three with PartitionMaxBytes = probe_bytes and a request MaxBytes
+    large enough for all (``KafkaApis.handleFetchRequest`` fills partitions in order up to the
+    request's MaxBytes, KIP-74), so no partition is starved into a Fetch of its own."""
+    root = tmp_path / "kafka-logs"
+    for p in range(3):
+        d = root / f"orders-{p}"
+        d.mkdir(parents=True)
+        (d / segment_file_name(0)).write_bytes(tx_batch(0, 5, producer_id=100 + p))
+    with FakeKafkaBroker(root) as broker:
+        r = KafkaStreamReader({"bootstrap_servers": broker.bootstrap_servers, "topics": '["orders"]',
+                               "read_mode": "probe", "probe_bytes": "4096", **SOURCE})
+        init = r.initialOffset()
+        before = len(broker.requests_for("fetch"))
+        end = r.latestOffset(init, None)
+        fetches = broker.requests_for("fetch")[before:]
+    assert len(fetches) == 1
+    req = fetches[0].request
+    assert sorted(p.partition for t in req.topics for p in t.partitions) == [0, 1, 2]
+    assert {p.partition_max_bytes for t in req.topics for p in t.partitions} == {4096}
+    assert req.max_bytes >= 3 * 4096
+    assert sorted(end["probe"]) == ["orders\t0", "orders\t1", "orders\t2"]
+    assert sorted(m["pid"] for m in end["probe"].values()) == [100, 101, 102]

@@ -6,7 +6,10 @@ Options: ``bootstrap_servers`` (required), ``topics`` (JSON list) and/or ``topic
 such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
 JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
 coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
-``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes``,
+``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes`` (per
+partition), ``broker_timeout_ms`` (default ``min(request_timeout_ms, 10000)``: all brokers are
+asked at once and a broker that has not answered by then leaves its partitions *unavailable*
+for that trigger, so one stalled broker does not hold up the others),
 ``probe_follow_after_ms``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
 with a metadata refresh and doubling backoff, before the unread range becomes a gap),
@@ -145,6 +148,10 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "unavailable_timeout_ms": int(options.get("unavailable_timeout_ms", "600000")),
         "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
         "ride_through_ms": int(options.get("ride_through_ms", "0")),
+        # how long one broker may take to answer (all are asked at once): its partitions are
+        # unavailable after that, the others keep their cadence (kafka_parallel.py)
+        "broker_timeout_ms": int(options.get("broker_timeout_ms") or min(int(options.get("request_timeout_ms",
+                                                                                         "30000")), 10000)),
         "groups_per_broker": max(1, int(options.get("groups_per_broker", "1"))),
         "read_mode": _read_mode(options.get("read_mode", "full"), start),
         "probe_bytes": int(options.get("probe_bytes", str(16 << 10))),
@@ -171,7 +178,7 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
     """One client per configuration per process (driver, or executor Python worker)."""
     key = (opts["bootstrap"], opts["client_id"], opts["request_timeout_ms"], opts["retries"],
            opts["retry_backoff_ms"], opts["deletion_confirmations"], opts["metadata_max_age_ms"],
-           tuple(sorted(opts["security"].items())))
+           opts["broker_timeout_ms"], tuple(sorted(opts["security"].items())))
     with _WIRES_LOCK:
         w = _WIRES.get(key)
         if w is None:
@@ -180,6 +187,7 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
                                         retry_backoff_ms=opts["retry_backoff_ms"],
                                         deletion_confirmations=opts["deletion_confirmations"],
                                         metadata_max_age_ms=opts["metadata_max_age_ms"],
+                                        broker_timeout_ms=opts["broker_timeout_ms"],
                                         **kafka_python_kwargs(opts["security"]))
         return w
 
@@ -284,6 +292,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.opts = _options(options)
         self._down_since: int | None = None  # wall ms of the first plan no broker answered
+        self._probe_stalled: dict[str, str] = {}  # partitions whose leader did not answer the probe in time
 
     def _discover(self) -> list[tuple[str, int]]:
         w = _wire(self.opts)
@@ -453,8 +462,11 @@ class KafkaStreamReader(DataSourceStreamReader):
                "starts": starts, "seen": seen,
                "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
         if probe:
+            self._probe_stalled = {}
             out.update(self._probe_plan(start, probe_todo, parts, seen, resets, was_down,
                                         {_tp_key(*tp) for tp in tps}, lagging, now))
+            for k, error in self._probe_stalled.items():  # not read this trigger: the availability records
+                unavail[k] = self._still_down(was_down.get(k), error, now)
         return out
 
     def _probe_plan(self, start: dict, todo: list[tuple[str, int, str, Any]], parts: dict[str, list],
@@ -548,10 +560,16 @@ class KafkaStreamReader(DataSourceStreamReader):
             return []
         w = _wire(self.opts)
         size = self.opts["probe_bytes"]
-        answers = w.fetch_many(items, size)
+        # probe_bytes bounds each partition; one request per leader carries all of its partitions
+        answers = w.fetch_many(items, size, partition_max_bytes=size)
         out: list[tuple[Any, ...] | None] = []
         for t, p, lso in items:
             res = answers.get((t, p))
+            if res is None and w.stalled(t, p):
+                self._probe_stalled[_tp_key(t, p)] = (f"leader of {t}-{p} did not answer a probe within "
+                                                      f"{self.opts['broker_timeout_ms']} ms (broker_timeout_ms)")
+                out.append(None)
+                continue
             data = res.records if res is not None else None
             budget = size
             while not _whole_batch(data) and budget < self.opts["fetch_max_bytes"]:
@@ -717,11 +735,15 @@ class _RangeRead:
             res = w.fetch(self.topic, self.partition, self.offset, self.opts["fetch_max_bytes"])
         except KafkaUnavailable as exc:
             # became unreadable after planning and stayed so through the bounded retries
-            self._gap(unavailable_reason(exc.last_error or str(exc)) + f"; offsets {self.offset}..{self.end - 1} "
-                      "not read", self.offset, self.end - 1)
-            self.unavailable = self.done = True
+            self.became_unavailable(exc.last_error or str(exc))
             return
         self.take(w, res)
+
+    def became_unavailable(self, error: str) -> None:
+        """The partition cannot be read now: one gap row naming the error, no progress row."""
+        self._gap(unavailable_reason(error) + f"; offsets {self.offset}..{self.end - 1} not read", self.offset,
+                  self.end - 1)
+        self.unavailable = self.done = True
 
     def take(self, w: KafkaWire, res: Any) -> None:
         """Fold one Fetch answer for this partition (at ``self.offset``) into the read."""
@@ -796,9 +818,6 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
         todo = [r for r in reads if not r.done]
         if not todo:
             return
-        if len(todo) == 1:
-            todo[0].fetch_alone(w)
-            continue
         # partitions the last round's byte budget did not reach go first (KIP-74 guarantees the
         # first partition of a response one whole batch, the others only what is left)
         todo.sort(key=lambda r: r not in starved)
@@ -806,7 +825,13 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
         starved, moved = [], False
         for r in todo:
             res = answers.get((r.topic, r.partition))
-            if res is None:
+            if res is None and w.stalled(r.topic, r.partition):
+                # its leader did not answer within broker_timeout_ms: unavailable now rather
+                # than holding up this micro-batch (and so every other broker's partitions)
+                r.became_unavailable(f"leader of {r.topic}-{r.partition} did not answer within "
+                                     f"{r.opts['broker_timeout_ms']} ms (broker_timeout_ms)")
+                moved = True
+            elif res is None:
                 r.fetch_alone(w)
                 moved = True
             elif not _whole_batch(res.records) and res.high_watermark > r.offset:

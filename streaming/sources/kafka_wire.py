@@ -131,6 +131,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from streaming.sources.kafka_errors import Action, configuration_message
 from streaming.sources.kafka_errors import action as error_action
+from streaming.sources.kafka_parallel import NodeDeadline, StalledNodes, per_node
 from streaming.sources.kafka_security import AUTHORIZATION_ERRORS, authorization_message, principal_of
 
 log = logging.getLogger(__name__)
@@ -622,6 +623,12 @@ class KafkaWire:
             What the cache costs: a topic deleted and created again under the same name, whose
             offsets did not go backwards, is told apart by its new topic id only at the next
             refresh (at most ``metadata_max_age_ms`` later) - as a Java consumer would.
+        broker_timeout_ms: how long :meth:`offsets_available` and :meth:`fetch_many` wait for one
+            broker (default ``request_timeout_ms``). All brokers are asked at once; the
+            partitions of a broker that has not answered by then are unavailable for that call
+            (its request stays in flight, and later calls do not wait on that broker again
+            until it has answered or timed out): one stalled broker costs the others at most
+            this long, once (streaming/sources/kafka_parallel.py).
         **kafka_configs: any other ``kafka.net.KafkaConnectionManager`` setting
             (``ssl_context``, ``ssl_check_hostname``, ``sasl_oauth_token_provider``,
             ``proxy_url``, ``client_dns_lookup``, ``api_version``, ...).
@@ -636,7 +643,7 @@ class KafkaWire:
                  reconnect_backoff_max_ms: int = 1000, socket_connection_setup_timeout_ms: int | None = None,
                  bootstrap_timeout_ms: int | None = None, receive_message_max_bytes: int = 100_000_000,
                  deletion_confirmations: int = 3, metadata_max_age_ms: int = 0,
-                 **kafka_configs: Any):
+                 broker_timeout_ms: int | None = None, **kafka_configs: Any):
         unknown = set(kafka_configs) - _PASSTHROUGH
         if unknown:
             raise ValueError(f"unknown kafka-python connection settings: {sorted(unknown)}")
@@ -677,6 +684,7 @@ class KafkaWire:
             "bootstrap_timeout_ms": bootstrap_timeout_ms or request_timeout_ms,
             "deletion_confirmations": deletion_confirmations,
             "metadata_max_age_ms": int(metadata_max_age_ms),
+            "broker_timeout_ms": int(broker_timeout_ms or request_timeout_ms),
         }
         self._init_runtime()
 
@@ -702,6 +710,8 @@ class KafkaWire:
         self._md_suspect_at = float("-inf")
         # (log start, high watermark) last returned per partition, to notice offsets going backwards
         self._last_offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        self.throttle_waits = 0  # requests held back by a KIP-219 throttle (see _unthrottled)
+        self._stalled = StalledNodes()  # brokers with a request overdue past broker_timeout_ms
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_config": dict(self._config)}
@@ -900,21 +910,31 @@ class KafkaWire:
         return self._run(self._fetch_async, topic, int(partition), int(offset), int(max_bytes), int(max_wait_ms),
                          int(min_bytes))
 
-    def fetch_many(self, items: Iterable[tuple[str, int, int]], max_bytes: int) -> dict[tuple[str, int], FetchResult]:
-        """One multi-partition Fetch per leader for ``(topic, partition, offset)`` items, pipelined.
+    def fetch_many(self, items: Iterable[tuple[str, int, int]], max_bytes: int, *,
+                   partition_max_bytes: int | None = None) -> dict[tuple[str, int], FetchResult]:
+        """One multi-partition Fetch per leader for ``(topic, partition, offset)`` items, sent to
+        all leaders at once, each awaited up to ``broker_timeout_ms``.
 
         ``max_bytes`` is both the request and the per-partition limit (KIP-74: the first
-        partition of a response gets at least one whole batch). Only plain successes are
-        returned: a partition missing from the result (no known leader, a partition error, a
-        throttled or failed request, a preferred read replica) is for the caller to fetch alone
-        with :meth:`fetch`, which handles each of those cases.
+        partition of a response gets at least one whole batch); with ``partition_max_bytes``,
+        that bounds each partition and a request for n partitions may carry n times as much. Only
+        plain successes are returned: a partition missing from the result (no known leader, a
+        partition error, a throttled or failed request, a preferred read replica) is for the
+        caller to fetch alone with :meth:`fetch`, which handles each of those cases, unless its
+        leader is :meth:`stalled` (it did not answer in time: fetching alone would wait again).
         """
         wanted = [(str(t), int(p), int(o)) for t, p, o in items]
         if not wanted:
             return {}
-        return self._run(self._fetch_many_async, wanted, int(max_bytes))
+        return self._run(self._fetch_many_async, wanted, int(max_bytes), partition_max_bytes)
 
-    async def _fetch_many_async(self, wanted: list[tuple[str, int, int]], max_bytes: int):
+    def stalled(self, topic: str, partition: int) -> bool:
+        """Whether the partition's leader has a request overdue past ``broker_timeout_ms``."""
+        leader = self._leaders.get(topic, {}).get(partition)
+        return leader is not None and self._stalled.busy(leader) is not None
+
+    async def _fetch_many_async(self, wanted: list[tuple[str, int, int]], max_bytes: int,
+                                partition_max_bytes: int | None = None):
         unknown = sorted({t for t, p, _ in wanted if not self._known((t, p))})
         if unknown:  # a fresh executor process: one Metadata request for all, not one per partition
             try:
@@ -926,18 +946,21 @@ class KafkaWire:
             leader = self._leaders.get(t, {}).get(p, -1)
             if leader >= 0:
                 by_leader[leader].append((t, p, o))
-        futures = {}
-        for leader, its in by_leader.items():
-            request = self._fetch_request_many(its, max_bytes)
-            try:
-                futures[leader] = (self._send_nowait(leader, request), request, its)
-            except Exception:  # left to the single-partition path (KafkaWire.fetch)
-                continue
+        requests = {leader: self._fetch_request_many(its, max_bytes, partition_max_bytes)
+                    for leader, its in by_leader.items()}
+
+        def job(leader: int):
+            async def send():
+                return await self._send(leader, requests[leader])
+            return send
+
+        # every leader at once, each on its own deadline (kafka_parallel.per_node)
+        answers = await per_node(self._net, self._manager.wait_for, {leader: job(leader) for leader in requests},
+                                 self._config["broker_timeout_ms"], self._stalled)
         out: dict[tuple[str, int], FetchResult] = {}
-        for leader, (fut, request, its) in futures.items():
-            try:
-                response = await self._await(fut)
-            except Exception:  # left to the single-partition path (KafkaWire.fetch)
+        for leader, response in answers.items():
+            request, its = requests[leader], by_leader[leader]
+            if isinstance(response, BaseException):  # left to the single-partition path (KafkaWire.fetch)
                 continue
             if getattr(response, "error_code", 0):
                 continue
@@ -953,13 +976,17 @@ class KafkaWire:
                                           "NONE", FetchStatus.OK, leader, version)
         return out
 
-    def _fetch_request_many(self, items: list[tuple[str, int, int]], max_bytes: int):
+    def _fetch_request_many(self, items: list[tuple[str, int, int]], max_bytes: int,
+                            partition_max_bytes: int | None = None):
         by_topic: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for t, p, o in items:
             by_topic[t].append((p, o))
         Topic = FetchRequest.FetchTopic
+        request_max = max_bytes
+        if partition_max_bytes is not None:
+            request_max, max_bytes = partition_max_bytes * len(items), partition_max_bytes
         return FetchRequest(
-            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=READ_UNCOMMITTED,
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=request_max, isolation_level=READ_UNCOMMITTED,
             session_id=0, session_epoch=-1,
             topics=[Topic(topic=t, partitions=[Topic.FetchPartition(
                 partition=p, current_leader_epoch=self._epoch(t, p), fetch_offset=o, last_fetched_epoch=-1,
@@ -1010,7 +1037,27 @@ class KafkaWire:
         return await self._manager.wait_for(future, timeout_ms)
 
     async def _send(self, node_id: Any, request):
+        await self._unthrottled(node_id)
         return await self._await(self._send_nowait(node_id, request))
+
+    async def _unthrottled(self, node_id: Any) -> None:
+        """KIP-219: wait until the node's connection is no longer throttled.
+
+        A broker (2.0+) answers at once with ``throttle_time_ms`` > 0 and mutes the connection for
+        that long; the Java client's ``NetworkClient.maybeThrottle`` marks the node throttled
+        (``ClusterConnectionStates.throttle``) and ``canSendRequest`` sends nothing to it until
+        then, while other nodes are used as usual. kafka-python pauses the connection the same
+        way (``KafkaConnection._maybe_throttle``) but *fails* a request sent meanwhile with
+        NodeNotReadyError, which would count as a broker failure: so the request waits here,
+        on this node only, and a throttle is never a failure.
+        """
+        manager = self._manager
+        while manager is not None:
+            conn = manager._conns.get(node_id)  # kafka-python 3.0 internals: the node's connection
+            if conn is None or "throttle" not in conn.paused:
+                return
+            self.throttle_waits += 1
+            await self._net.sleep(max(getattr(conn, "_throttle_time", 0) - time.monotonic(), 0.005))
 
     def _metadata_node(self) -> Any:
         manager = self._manager
@@ -1213,25 +1260,21 @@ class KafkaWire:
                     last_error = errors[tp] = f"no leader for {tp[0]}-{tp[1]} (LEADER_NOT_AVAILABLE)"
                     continue
                 by_leader[leader].append(tp)
+            # every leader is asked at once, each on its own deadline (kafka_parallel.per_node)
+            deadline = self._config["broker_timeout_ms"] if partial else None
+            by_node = await per_node(self._net, self._manager.wait_for,
+                                     {leader: self._list_offsets_job(leader, tps) for leader, tps in by_leader.items()},
+                                     deadline, self._stalled if partial else None)
             for leader, tps in by_leader.items():
-                futures = []
-                for ts, isolation in ((_EARLIEST, READ_UNCOMMITTED), (_LATEST, READ_UNCOMMITTED),
-                                      (_LATEST, READ_COMMITTED)):
-                    try:  # all three are pipelined on the leader's connection
-                        futures.append(self._send_nowait(leader, self._list_offsets_request(tps, ts, isolation)))
-                    except Exception as exc:
-                        futures.append(exc)
-                answers: list[dict[tuple[str, int], tuple[int, int]] | BaseException] = []
-                for fut in futures:
-                    if isinstance(fut, BaseException):
-                        answers.append(fut)
-                        continue
-                    try:
-                        response = await self._await(fut)
-                    except Exception as exc:
-                        answers.append(exc)
-                        continue
-                    answers.append(response.offsets)
+                answers = by_node[leader]
+                if isinstance(answers, NodeDeadline):
+                    # a broker that does not answer in time: its partitions are unavailable for
+                    # this call at once (a second round would only wait on it again)
+                    for tp in tps:
+                        unavailable[tp] = errors[tp] = f"leader {self._node_desc(leader)}: {answers}"
+                    continue
+                if isinstance(answers, BaseException):
+                    answers = [answers]
                 failure = next((a for a in answers if isinstance(a, BaseException)), None)
                 if failure is not None:
                     if not _retriable_exception(failure):
@@ -1312,6 +1355,33 @@ class KafkaWire:
                 last.pop(tp, None)
             else:
                 last[tp] = (o.log_start, o.high_watermark)
+
+    def _list_offsets_job(self, leader: int, tps: list[tuple[str, int]]):
+        """The three ListOffsets requests of one leader (log start, high watermark, LSO), pipelined
+        on its connection once any KIP-219 throttle has passed: a list of three
+        ``{(topic, partition): (error code, offset)}`` answers, or exceptions in their places."""
+
+        async def job() -> list[Any]:
+            await self._unthrottled(leader)
+            futures: list[Any] = []
+            for ts, isolation in ((_EARLIEST, READ_UNCOMMITTED), (_LATEST, READ_UNCOMMITTED),
+                                  (_LATEST, READ_COMMITTED)):
+                try:
+                    futures.append(self._send_nowait(leader, self._list_offsets_request(tps, ts, isolation)))
+                except Exception as exc:
+                    futures.append(exc)
+            answers: list[Any] = []
+            for fut in futures:
+                if isinstance(fut, BaseException):
+                    answers.append(fut)
+                    continue
+                try:
+                    answers.append((await self._await(fut)).offsets)
+                except Exception as exc:
+                    answers.append(exc)
+            return answers
+
+        return job
 
     def _list_offsets_request(self, tps: list[tuple[str, int]], timestamp: int, isolation: int):
         by_topic: dict[str, list[int]] = defaultdict(list)
