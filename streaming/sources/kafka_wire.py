@@ -1062,6 +1062,10 @@ class KafkaWire:
     def _metadata_node(self) -> Any:
         manager = self._manager
         node = manager.least_loaded_node()
+        if node is not None and self._stalled.busy(node) is not None:
+            # a broker with an overdue request would hold Metadata up too: any other one will do
+            others = [b.node_id for b in manager.cluster.brokers() if self._stalled.busy(b.node_id) is None]
+            node = random.choice(others) if others else node
         if node is None:
             node = random.choice(manager.cluster.bootstrap_brokers()).node_id
         return node
@@ -1078,13 +1082,18 @@ class KafkaWire:
                 include_topic_authorized_operations=False,
                 min_version=METADATA_MIN_VERSION,
             )
-            try:
-                response = await self._send(node, request)
-            except Exception as exc:
-                if not _retriable_exception(exc):
+            async def ask(node=node, request=request):
+                return await self._send(node, request)
+
+            # any broker can answer Metadata: one that does not within broker_timeout_ms is
+            # left for another (per_node remembers it as stalled)
+            response = (await per_node(self._net, self._manager.wait_for, {node: ask},
+                                       self._config["broker_timeout_ms"], self._stalled))[node]
+            if isinstance(response, BaseException):
+                if not isinstance(response, NodeDeadline) and not _retriable_exception(response):
                     raise KafkaWireError(f"Metadata request to {self._node_desc(node)} failed: "
-                                         f"{_describe(exc)}") from exc
-                await attempts.failed(exc, node)
+                                         f"{_describe(response)}") from response
+                await attempts.failed(response, node)
                 continue
             top_error = getattr(response, "error_code", 0) or 0  # Metadata v13+ (KIP-1102)
             if top_error:
