@@ -334,3 +334,41 @@ def test_probe_bytes_bounds_each_partition_not_the_request(tmp_path):
     assert req.max_bytes >= 3 * 4096
     assert sorted(end["probe"]) == ["orders\t0", "orders\t1", "orders\t2"]
     assert sorted(m["pid"] for m in end["probe"].values()) == [100, 101, 102]
+
+
+# ------------------------------------------------------------------ topics that change
+def test_a_deleted_topic_is_dropped_with_one_record_and_its_recreation_is_reported(tmp_path):
+    """Item 6. ``gone`` is deleted (the fake renames its directories ``<dir>.<id>-delete`` and
+    Metadata answers UNKNOWN_TOPIC_OR_PARTITION, as ``KafkaApis.handleTopicMetadataRequest`` does
+    for a topic no longer in the metadata cache). After the brokers confirm it (fresh Metadata
+    answers with backoff), the next plan emits one ``unavailable`` gap row for gone-0 and stops
+    planning it: later plans send no request for it. Created again (a new topic id, Metadata
+    v10+), it is reported as a new topic read from its log start."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    stage_segment(root, "gone", 0, ORDERS)
+    with FakeKafkaBroker(root) as broker:
+        r = reader(broker, '["orders", "gone"]')
+        init = r.initialOffset()
+        end = r.latestOffset(init, None)
+        read_all(r, init, end, "gone")
+        broker.delete_topic("gone")
+        end2 = r.latestOffset(end, None)
+        assert "gone\t0" not in end2["parts"] and "orders\t0" in end2["parts"]
+        ev = read_all(r, end, end2, "gone")
+        assert list(ev["kind"]) == ["gap"]
+        assert ev.iloc[0]["reason"].startswith("unavailable: gone-0 was deleted")
+        end3 = r.latestOffset(end2, None)
+        asked = len([q for q in broker.requests if q.api in ("list_offsets", "fetch")])
+        end4 = r.latestOffset(end3, None)
+        assert not any(p.topic == "gone" for grp in r.partitions(end3, end4) for p in grp.parts)
+        lo = [q for q in broker.requests if q.api in ("list_offsets", "fetch")][asked:]
+        assert all(t.name != "gone" for q in lo if q.api == "list_offsets" for t in q.request.topics)
+        broker.create_topic("gone", 1)
+        broker.append_batches("gone", 0, tx_batch(0, 4))
+        end5 = r.latestOffset(end4, None)
+        ev5 = read_all(r, end4, end5, "gone")
+    gaps = ev5[ev5["kind"] == "gap"]
+    assert len(gaps) == 1 and "was deleted and created again" in gaps.iloc[0]["reason"]
+    data = ev5[ev5["kind"] == "data"]
+    assert data[["first_offset", "last_offset"]].values.tolist() == [[0, 3]]

@@ -411,6 +411,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._down_since = None
         if down:
             self._ride_through(offs, down)
+        gone = dict(start.get("gone", {}))  # topic -> its id when it was dropped as deleted
+        dropped = self._drop_deleted(tps, offs, parts, known_ids, gone)
         unavail: dict[str, dict[str, Any]] = {}
         for tp in tps:
             k = _tp_key(*tp)
@@ -436,6 +438,12 @@ class KafkaStreamReader(DataSourceStreamReader):
             elif k not in parts:  # a new partition (pattern match or partition added): all of it is new
                 parts[k] = [o.log_start, True]
                 starts[k] = o.log_start
+                if t in gone:  # a topic dropped as deleted is back: a new topic, from its log start
+                    resets[k] = {"restart": o.log_start, "from_log_start": True, "first": None, "last": None,
+                                 "reason": f"topic {t} was deleted and created again (topic id {gone[t] or 'unknown'}"
+                                           f" -> {o.topic_id or 'unknown'}): {t}-{p} is a new partition, read "
+                                           f"from its log start {o.log_start}; nothing of the old topic carries "
+                                           f"over"}
             else:
                 reset = _plan_reset(t, p, parts[k][0], known_ids.get(t), o)
                 if reset is not None:
@@ -458,7 +466,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         # per-partition clock: the clock always moves; rows of a lagging partition say so (and
         # the driver holds new verdicts on it back until it is read through the clock again)
         clock = max(start.get("clock", -1), now)
+        for k in resets:
+            gone.pop(k.split("\t")[0], None)
         out = {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
+               "dropped": dropped, "gone": gone,
                "starts": starts, "seen": seen,
                "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
         if probe:
@@ -468,6 +479,40 @@ class KafkaStreamReader(DataSourceStreamReader):
             for k, error in self._probe_stalled.items():  # not read this trigger: the availability records
                 unavail[k] = self._still_down(was_down.get(k), error, now)
         return out
+
+    def _drop_deleted(self, tps: list[tuple[str, int]], offs: dict, parts: dict[str, list],
+                      known_ids: dict[str, str], gone: dict[str, str | None]) -> dict[str, str]:
+        """Partitions planned before whose topic the brokers now confirm deleted: removed from
+        ``parts`` (never planned again) and returned as ``{key: reason}`` for one ``unavailable``
+        gap row each; ``gone`` remembers the topic (and its id) so that a topic created again
+        under the name is reported as new (see latestOffset).
+
+        A partition counts as deleted only when ``deletion_confirmations`` Metadata answers in a
+        row, asked fresh with backoff, all lack it (KafkaWire._confirmed_gone; one broker's cache
+        may lag, ``KafkaApis.handleTopicMetadataRequest`` answers from it): a partition missing
+        from discovery is asked once through ListOffsets, which does that confirmation.
+        """
+        listed = set(tps)
+        vanished = []
+        for k in parts:
+            t, p = k.split("\t")
+            if (t, int(p)) not in listed:
+                vanished.append((t, int(p)))
+        confirmed = dict(offs)
+        if vanished:
+            more, _ = _wire(self.opts).offsets_available(vanished)
+            confirmed.update(more)
+        dropped: dict[str, str] = {}
+        for tp, o in confirmed.items():
+            k = _tp_key(*tp)
+            if not o.deleted or k not in parts:
+                continue
+            nxt = parts.pop(k)[0]
+            gone[tp[0]] = known_ids.get(tp[0])
+            dropped[k] = (f"{tp[0]}-{tp[1]} was deleted: {self.opts['deletion_confirmations']} fresh Metadata answers "
+                          f"in a row lack it (UNKNOWN_TOPIC_OR_PARTITION); read up to offset {nxt}, no longer planned")
+            log.warning("kafka source: %s", dropped[k])
+        return dropped
 
     def _probe_plan(self, start: dict, todo: list[tuple[str, int, str, Any]], parts: dict[str, list],
                     seen: dict[str, list], resets: dict[str, Any], was_down: dict[str, Any],
@@ -680,6 +725,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             if k not in end["parts"]:  # unavailable since the query started: no offsets yet
                 t, p = k.split("\t")
                 out.append(KafkaPartition(t, int(p), -1, -1, clock, False, unavailable=down["error"]))
+        for k, reason in end.get("dropped", {}).items():  # deleted: one last row saying so
+            t, p = k.split("\t")
+            out.append(KafkaPartition(t, int(p), -1, -1, clock, False, unavailable=reason))
         return out
 
     def read(self, partition: KafkaGroup) -> Iterator[Any]:
