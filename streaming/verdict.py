@@ -41,6 +41,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from streaming.vocab import (
+    CLOCK_SKEW,
+    COORDINATOR_COPY_BEHIND,
+    COORDINATOR_COPY_EMPTY,
+    COORDINATOR_VIEW_INCOMPLETE,
+    CRC_GAP,
+    NEWEST_SEGMENT_NOT_PROVEN,
+    NO_COORDINATOR_INPUT,
+    START_OFFSET_NOT_PROVEN,
+)
+
 # The vocabulary is defined in streaming.vocab; re-exported here for readers of judge().
 from streaming.vocab import EPOCH_SOURCES as EPOCH_SOURCES
 from streaming.vocab import HANGING_CAUSES as HANGING_CAUSES
@@ -137,6 +148,16 @@ class CoordinatorView:
     partition_count: int | None = None
     read_partitions: frozenset[int] | None = None
     all_coordinators_max: int | None = None
+    # Currency of the copies (detection.md §0, revision 3.1). ``copies_current``: every copy read
+    # was proven read to the broker's end (live: its high watermark; ``scan --bootstrap-server``:
+    # ListOffsets end offsets equal to the copies' ends); then the two facts below do not matter.
+    # ``empty_partitions``: read copies holding no record at all; ``newest_ts``: (partition, newest
+    # record timestamp) per read copy; ``gap_partitions``: copies with a CRC gap (incomplete from
+    # the gap on, so never in ``read_partitions``).
+    copies_current: bool = False
+    empty_partitions: frozenset[int] = frozenset()
+    newest_ts: tuple[tuple[int, int], ...] = ()
+    gap_partitions: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if self.record is not None and not self.mapped:
@@ -156,12 +177,53 @@ class CoordinatorView:
             return False
         return all(p in self.read_partitions for p in range(self.partition_count))
 
+    def covering_partitions(self) -> tuple[int, ...] | None:
+        """The copies that should cover P (revision 3.1): the partition of P's coordinator record
+        (or of the transactional id that once mapped P); when nothing maps P, every partition
+        (any of them could hold P's id). None when n is not known."""
+        if self.txn_partition is not None:
+            return (self.txn_partition,)
+        if self.partition_count is None:
+            return None
+        return tuple(range(self.partition_count))
+
+    def unproven_copies(self, first_ts: int) -> tuple[frozenset[int], frozenset[int]]:
+        """(empty, behind): covering copies that cannot show they are current for an open
+        transaction whose first write is at ``first_ts``. A clock here only takes proof away."""
+        cover = self.covering_partitions()
+        if self.copies_current or cover is None or self.read_partitions is None:
+            return frozenset(), frozenset()
+        newest = dict(self.newest_ts)
+        read = [p for p in cover if p in self.read_partitions]
+        empty = frozenset(p for p in read if p in self.empty_partitions)
+        behind = frozenset(p for p in read if p not in empty and p in newest and newest[p] < first_ts)
+        return empty, behind
+
     def missing_partitions(self) -> tuple[int, ...] | None:
         """``__transaction_state`` partitions not read up to now; None when this caller does not know
         n or the partitions read. A job with no coordinator source passes ``read_partitions=frozenset()``."""
         if self.partition_count is None or self.read_partitions is None:
             return None
         return tuple(p for p in range(self.partition_count) if p not in self.read_partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionProof:
+    """How far the input proves what it says of data partition tp (detection.md §0).
+
+    ``end_proven``: the read of tp reached tp's end (live: the high watermark of the read; a log
+    directory: its newest segment; explicit files or dump text: only with the broker's
+    ``replication-offset-checkpoint`` / ``recovery-point-offset-checkpoint`` in the input or a
+    ListOffsets answer). ``crc_gaps``: offsets on tp where a batch failed its CRC and was not
+    believed (``LogSegment.recover`` → ``RecordBatch.ensureValid``). ``start_proven``: O's first
+    offset is its real first offset (False: retention deleted O's start and no snapshot or read says
+    where it began). ``clock_skew``: a timestamp of O was flagged an outlier by the clock guard (§2).
+    """
+
+    end_proven: bool = False
+    crc_gaps: tuple[int, ...] = ()
+    start_proven: bool = True
+    clock_skew: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +284,7 @@ class Verdict:
     epoch_hint: str | None = None  # for "unknown" / "producer-last-marker": the input that gives it exactly
     missing_txn_partitions: tuple[int, ...] | None = None  # exceeds-max-timeout: what to provide
     blocked: str | None = None  # set: do not publish; re-read tp first (why)
+    unverified_reasons: tuple[str, ...] = ()  # streaming.vocab.UNVERIFIED_REASONS; empty iff verified
 
 
 def threshold_for(thresholds: Thresholds, record: CoordinatorRecord | None) -> int:
@@ -270,7 +333,8 @@ def _hint_fenced(txn: OpenTxn, epoch: int) -> str:
             f"log start for the exact epoch; never raise the number by guessing")
 
 
-def coordinator_epoch_for(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence) -> EpochChoice:
+def coordinator_epoch_for(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *,
+                          current: bool = True) -> EpochChoice:
     """The legacy abort's coordinator epoch: the first rule of detection.md §4 that applies.
 
     Every rule is exact or errs low: too low is rejected loudly (error 52), too high is stored by
@@ -298,20 +362,27 @@ def coordinator_epoch_for(txn: OpenTxn, view: CoordinatorView, evidence: EpochEv
     if pm is not None and pm >= 0:
         return EpochChoice(pm, "producer-last-marker", hint=_hint_fenced(txn, pm))
     amax = view.all_coordinators_max
-    if view.complete and view.record is None and amax is not None and amax >= 0:
+    # Rule 6 only on a view complete *and current* (revision 3): ``current`` False when a copy
+    # that should cover P is empty or behind O's first write.
+    if view.complete and current and view.record is None and amax is not None and amax >= 0:
         return EpochChoice(amax, "all-coordinators-max")
     return EpochChoice(None, "unknown", hint=_hint_unknown(txn))
 
 
 def judge(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *, now_ms: int,
-          thresholds: Thresholds) -> Verdict:
-    """Status, cause, verification and abort parameters of O at event time ``now_ms``."""
+          thresholds: Thresholds, proof: PartitionProof | None = None) -> Verdict:
+    """Status, cause, verification and abort parameters of O at event time ``now_ms``.
+
+    ``proof`` is what the input proves of tp (detection.md §0). ``None`` means "this caller does not
+    know" (the per-producer state call): no reason is derived from it, and that verdict is never
+    the published one — the driver's enrichment re-judges with a :class:`PartitionProof`.
+    """
     record = view.record if view.mapping_current else None
     if record is not None and record.producer_id != txn.producer_id:
         raise ValueError(f"coordinator record of producer id {record.producer_id} passed for producer id "
                          f"{txn.producer_id} ({txn.tp} offset {txn.first_offset})")
     open_ms, idle_ms = now_ms - txn.first_ts, now_ms - txn.last_ts
-    skew = open_ms < 0 or idle_ms < 0
+    skew = open_ms < 0 or idle_ms < 0 or (proof is not None and proof.clock_skew)
     open_ms, idle_ms = max(open_ms, 0), max(idle_ms, 0)
     threshold = threshold_for(thresholds, record)
     base = dict(threshold_ms=threshold, open_ms=open_ms, idle_ms=idle_ms, clock_skew=skew)
@@ -319,10 +390,18 @@ def judge(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *, now_m
         return Verdict("open", None, True, producer_epoch=txn.max_epoch, coordinator_epoch=None,
                        coordinator_epoch_source=None, **base)
 
+    reasons: list[str] = []
+    empty, behind = view.unproven_copies(txn.first_ts)
+    cover = view.covering_partitions()
+    if cover is not None and view.gap_partitions.intersection(cover):
+        reasons.append(CRC_GAP)
     status, cause, verified = "hanging", "exceeds-max-timeout", False
     if not view.mapping_current:
         pass  # no coordinator source, or it (or P's own partition) lags: only markers-pending explains O
     elif record is None:
+        # "P unknown" is proven only when every covering copy is current: an empty or lagging copy
+        # may be the one that would have named P (revision 3.1). The cause stands, unverified, with
+        # the reason below; rule 6 does not apply to it.
         if view.mapped or view.complete:
             cause, verified = "coordinator-unaware", True
     else:
@@ -340,22 +419,42 @@ def judge(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *, now_m
             status, cause = "late", "coordinator-stuck"
         else:
             status, cause = "late", "long-transaction"
+    if cause == "exceeds-max-timeout":
+        read_any = view.current and bool(view.read_partitions)
+        reasons.append(COORDINATOR_VIEW_INCOMPLETE if read_any or view.mapped else NO_COORDINATOR_INPUT)
+    if empty:
+        reasons.append(COORDINATOR_COPY_EMPTY)
+    if behind:
+        reasons.append(COORDINATOR_COPY_BEHIND)
+    if proof is not None:
+        if not proof.end_proven:
+            reasons.append(NEWEST_SEGMENT_NOT_PROVEN)
+        if proof.crc_gaps and CRC_GAP not in reasons:
+            reasons.append(CRC_GAP)
+        if not proof.start_proven:
+            reasons.append(START_OFFSET_NOT_PROVEN)
+    if skew:
+        reasons.append(CLOCK_SKEW)
+    verified = verified and not reasons
 
-    choice = coordinator_epoch_for(txn, view, evidence)
+    choice = coordinator_epoch_for(txn, view, evidence, current=not empty and not behind)
     dp = evidence.describe_producers
     epoch_e = dp.producer_epoch if dp is not None and choice.source == "describe-producers" \
         and dp.producer_epoch >= 0 else txn.max_epoch
     return Verdict(status, cause, verified, producer_epoch=epoch_e, coordinator_epoch=choice.epoch,
                    coordinator_epoch_source=choice.source, epoch_hint=choice.hint,
                    missing_txn_partitions=view.missing_partitions() if cause == "exceeds-max-timeout" else None,
-                   blocked=choice.blocked, **base)
+                   blocked=choice.blocked, unverified_reasons=tuple(reasons), **base)
 
 
 def to_dict(obj: OpenTxn | CoordinatorView | EpochEvidence) -> dict[str, Any]:
     """JSON-ready dict of one evidence object (for the state row the enrichment re-judges)."""
     d = asdict(obj)
-    if isinstance(obj, CoordinatorView) and obj.read_partitions is not None:
-        d["read_partitions"] = sorted(obj.read_partitions)
+    if isinstance(obj, CoordinatorView):
+        if obj.read_partitions is not None:
+            d["read_partitions"] = sorted(obj.read_partitions)
+        d["empty_partitions"], d["gap_partitions"] = sorted(obj.empty_partitions), sorted(obj.gap_partitions)
+        d["newest_ts"] = [list(x) for x in obj.newest_ts]
     return d
 
 
@@ -368,7 +467,10 @@ def view_from_dict(d: dict[str, Any]) -> CoordinatorView:
                                     if rec["partitions"] is not None else None}) if rec else None,
         txn_partition=d.get("txn_partition"), partition_count=d.get("partition_count"),
         read_partitions=frozenset(read) if read is not None else None,
-        all_coordinators_max=d.get("all_coordinators_max"))
+        all_coordinators_max=d.get("all_coordinators_max"), copies_current=d.get("copies_current", False),
+        empty_partitions=frozenset(d.get("empty_partitions") or ()),
+        newest_ts=tuple(tuple(x) for x in d.get("newest_ts") or ()),
+        gap_partitions=frozenset(d.get("gap_partitions") or ()))
 
 
 def txn_from_dict(d: dict[str, Any]) -> OpenTxn:

@@ -53,6 +53,20 @@ RESOLUTIONS = ("committed", "aborted", "closed", "lso-advanced")
 EPOCH_SOURCES = ("describe-producers", "last-marker", "snapshot", "log-start", "producer-last-marker",
                  "all-coordinators-max", "unknown")
 
+# -- why a finding is not verified (detection.md §0, revision 3) ----------------------------------
+# Stable strings: alerts carry them in ``unverified_reasons`` (empty when verified) and
+# docs/alerts.md says, for each, which input would supply the missing proof.
+NEWEST_SEGMENT_NOT_PROVEN = "newest-segment-not-proven"  # tp's read may end before tp's end
+COORDINATOR_VIEW_INCOMPLETE = "coordinator-view-incomplete"  # a __transaction_state partition was not read
+COORDINATOR_COPY_BEHIND = "coordinator-copy-behind"  # a coordinator copy's newest record predates O
+COORDINATOR_COPY_EMPTY = "coordinator-copy-empty"  # an empty coordinator copy cannot show it is current
+CRC_GAP = "crc-gap"  # a batch O's verdict rests on failed its CRC and was not believed
+CLOCK_SKEW = "clock-skew"  # a timestamp of O lies ahead of the clock (§2)
+NO_COORDINATOR_INPUT = "no-coordinator-input"  # no __transaction_state partition in the input
+START_OFFSET_NOT_PROVEN = "start-offset-not-proven"  # retention deleted O's start and nothing says where it was
+UNVERIFIED_REASONS = (NEWEST_SEGMENT_NOT_PROVEN, COORDINATOR_VIEW_INCOMPLETE, COORDINATOR_COPY_BEHIND,
+                      COORDINATOR_COPY_EMPTY, CRC_GAP, CLOCK_SKEW, NO_COORDINATOR_INPUT, START_OFFSET_NOT_PROVEN)
+
 # -- coordinator TransactionState names -------------------------------------------------------------
 COORDINATOR_STATES = tuple(TXN_STATES[code] for code in sorted(TXN_STATES))
 OPEN_COORDINATOR_STATES = OPEN_TXN_STATES  # the coordinator still owns the transaction
