@@ -58,6 +58,12 @@ Fetch semantics callers must know (real Kafka behaviour, mirrored by the test fa
 * A broker over quota answers with *no partitions* and ``throttle_time_ms`` > 0
   (``KafkaApis.handleFetchRequest``): waited out and retried (not counted against ``retries``;
   at most ``4 x retries`` throttled answers per fetch, then :class:`KafkaUnavailable`).
+* KIP-219 (2.0+ brokers): any answer may carry ``throttle_time_ms`` > 0, after which the broker
+  mutes that connection. The answer is used, and the next request to that node waits until the
+  throttle has passed (``NetworkClient.maybeThrottle``), while other nodes are asked as usual; a
+  throttle is never a failure (see :meth:`KafkaWire._unthrottled`).
+* Requests to different brokers go out at once (:mod:`streaming.sources.kafka_parallel`), each
+  awaited up to ``broker_timeout_ms``: a stalled broker costs the others that long, once.
 * ``PreferredReadReplica`` (Fetch v11+, KIP-392): a leader configured with a replica selector may
   answer with no records and a follower's id. No rack id is sent, so a correct broker never does;
   if one does, the same fetch is sent to that replica once (it serves reads up to its own high
