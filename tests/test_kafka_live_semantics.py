@@ -372,3 +372,19 @@ def test_a_deleted_topic_is_dropped_with_one_record_and_its_recreation_is_report
     assert len(gaps) == 1 and "was deleted and created again" in gaps.iloc[0]["reason"]
     data = ev5[ev5["kind"] == "data"]
     assert data[["first_offset", "last_offset"]].values.tolist() == [[0, 3]]
+
+
+def test_a_current_cluster_without_transaction_state_is_asked_by_name_and_never_gets_one(tmp_path, caplog):
+    """Item 5, 2.8+: naming a missing internal topic with AllowAutoTopicCreation=false creates
+    nothing (``AutoTopicCreationManager``, KAFKA-9751; 3.0 ``KafkaApis``: ``allowAutoCreation =
+    config.autoCreateTopicsEnable && metadataRequest.allowAutoTopicCreation``), so txnwatch may ask
+    for it by name to tell a missing topic from a missing Describe ACL."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    with FakeKafkaBroker(root) as broker:
+        r = reader(broker)
+        end = r.latestOffset(r.initialOffset(), None)
+        assert end["txn_n"] == 0 and sorted(end["parts"]) == ["orders\t0"]
+        assert broker.internal_topics_created == [] and "__transaction_state" not in broker.topics()
+        assert _named_in_metadata(broker, "__transaction_state") >= 1
+    assert any("no __transaction_state topic" in m for m in caplog.messages)

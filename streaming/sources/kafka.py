@@ -314,11 +314,23 @@ class KafkaStreamReader(DataSourceStreamReader):
         if TXN_TOPIC in listed:
             self._no_txn_topic_logged = False
             return {TXN_TOPIC: listed[TXN_TOPIC]}
+        # Absent from the list: missing, or not Describe-able (Kafka leaves such topics out of an
+        # all-topics answer, KafkaApis.handleTopicMetadataRequest). From 2.8 naming it is safe and
+        # tells the two apart (a missing ACL raises KafkaAuthorizationError naming it).
+        ambiguous = w.names_create_internal_topics()
+        if not ambiguous:
+            named = w.partitions([TXN_TOPIC], None, True)
+            if TXN_TOPIC in named:
+                return {TXN_TOPIC: named[TXN_TOPIC]}
         if not getattr(self, "_no_txn_topic_logged", False):
-            log.warning("kafka source: the cluster at %s has no %s topic: no transactional producer has "
+            why = ("" if not ambiguous else
+                   f" (or this principal may not Describe Topic:{TXN_TOPIC}, which leaves it out of the topic list: "
+                   f"kafka-acls.sh --add --allow-principal <principal> --operation Describe --topic {TXN_TOPIC}; "
+                   f"brokers before 2.8 would create it if it were named, so txnwatch does not ask for it by name)")
+            log.warning("kafka source: the cluster at %s has no %s topic%s: no transactional producer has "
                         "initialised yet, so there is no transaction to watch; watching the data partitions "
                         "and looking for it again every trigger (txnwatch never creates it)",
-                        self.opts["bootstrap"], TXN_TOPIC)
+                        self.opts["bootstrap"], TXN_TOPIC, why)
             self._no_txn_topic_logged = True
         return {}
 

@@ -1000,6 +1000,17 @@ class KafkaWire:
                 partition_max_bytes=max_bytes) for p, o in ps]) for t, ps in by_topic.items()],
             forgotten_topics_data=[], rack_id="", min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION)
 
+    def names_create_internal_topics(self) -> bool:
+        """Whether a Metadata request naming a missing internal topic may create it on these
+        brokers: before 2.8, ``KafkaApis.getTopicMetadata`` sends it to ``createInternalTopic``
+        whatever AllowAutoTopicCreation says; from 2.8 (KAFKA-9751) only when it is allowed,
+        which KafkaWire never does. 2.8 is told by Metadata v10 (topic ids, new in 2.8) in the
+        negotiated ApiVersions; unknown counts as "may create"."""
+        self._ensure_started()
+        bvd = self._manager.broker_version_data if self._manager is not None else None
+        rng = (getattr(bvd, "api_versions", None) or {}).get(MetadataRequest.API_KEY)
+        return rng is None or rng[1] < 10
+
     def leader(self, topic: str, partition: int) -> int | None:
         """Cached leader node id (-1: no leader, None: unknown/not yet looked up)."""
         return self._leaders.get(topic, {}).get(partition)
