@@ -388,3 +388,20 @@ def test_a_current_cluster_without_transaction_state_is_asked_by_name_and_never_
         assert broker.internal_topics_created == [] and "__transaction_state" not in broker.topics()
         assert _named_in_metadata(broker, "__transaction_state") >= 1
     assert any("no __transaction_state topic" in m for m in caplog.messages)
+
+
+def test_a_configuration_error_stops_with_a_message_naming_the_setting(tmp_path, wires):
+    """Item 2. UNSUPPORTED_COMPRESSION_TYPE is what ``KafkaApis.handleFetchRequest`` answers for
+    zstd batches to a Fetch below v10: no retry heals it, the client's version setting does. The
+    client stops with one message naming the setting (streaming/sources/kafka_errors.py)."""
+    from streaming.sources.kafka_wire import KafkaWireError
+
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    with FakeKafkaBroker(root) as broker:
+        w = wires(broker)
+        broker.inject_partition_error("orders", 0, 76, 1, apis=("fetch",))
+        with pytest.raises(KafkaWireError, match=r"UNSUPPORTED_COMPRESSION_TYPE.*api_version") as err:
+            w.fetch("orders", 0, 0, 1 << 20)
+        assert "orders-0" in str(err.value)
+        assert len(broker.requests_for("fetch")) == 1  # not retried
