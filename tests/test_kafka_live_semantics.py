@@ -405,3 +405,23 @@ def test_a_configuration_error_stops_with_a_message_naming_the_setting(tmp_path,
             w.fetch("orders", 0, 0, 1 << 20)
         assert "orders-0" in str(err.value)
         assert len(broker.requests_for("fetch")) == 1  # not retried
+
+
+def test_a_throttle_longer_than_broker_timeout_is_named_as_a_throttle(tmp_path, wires):
+    """Item 3/4 boundary. A throttle longer than broker_timeout_ms leaves that broker's
+    partitions unavailable for the call (the others are not held up), and the reason says it is
+    the broker's quota throttle, not a broker that stopped answering; nothing is sent into the
+    muted connection."""
+    root = tmp_path / "kafka-logs"
+    stage_segment(root, "orders", 0, ORDERS)
+    stage_segment(root, "orders", 1, ORDERS)
+    tps = [("orders", 0), ("orders", 1)]
+    with FakeKafkaBroker(root, num_nodes=2) as broker:
+        w = wires(broker, broker_timeout_ms=200)
+        w.offsets(tps)
+        broker.throttle("fetch", 1500, count=1, node_id=1)
+        w.fetch("orders", 0, 0, 1 << 20)
+        offs, down = w.offsets_available(tps)
+        assert list(offs) == [("orders", 1)]
+        assert "throttled by the broker (quota, KIP-219)" in down[("orders", 0)]
+        assert broker.sent_while_muted[1] == 0

@@ -1057,6 +1057,13 @@ class KafkaWire:
         await self._unthrottled(node_id)
         return await self._await(self._send_nowait(node_id, request))
 
+    def _throttled_for(self, node_id: Any) -> int:
+        """Milliseconds the node's connection stays throttled (KIP-219), 0 if it is not."""
+        conn = self._manager._conns.get(node_id) if self._manager is not None else None
+        if conn is None or "throttle" not in conn.paused:
+            return 0
+        return max(int((getattr(conn, "_throttle_time", 0) - time.monotonic()) * 1000), 1)
+
     async def _unthrottled(self, node_id: Any) -> None:
         """KIP-219: wait until the node's connection is no longer throttled.
 
@@ -1296,8 +1303,11 @@ class KafkaWire:
                 if isinstance(answers, NodeDeadline):
                     # a broker that does not answer in time: its partitions are unavailable for
                     # this call at once (a second round would only wait on it again)
+                    left = self._throttled_for(leader)
+                    why = (f"throttled by the broker (quota, KIP-219) for {left} ms more than broker_timeout_ms"
+                           if left else str(answers))
                     for tp in tps:
-                        unavailable[tp] = errors[tp] = f"leader {self._node_desc(leader)}: {answers}"
+                        unavailable[tp] = errors[tp] = f"leader {self._node_desc(leader)}: {why}"
                     continue
                 if isinstance(answers, BaseException):
                     answers = [answers]
