@@ -218,6 +218,8 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         "pending_offset_commits": None,
         "stale": None,  # set on re-publication while the partition is unreadable (streaming/availability.py)
         "last_read_ms": None,
+        "log_start_offset": _int(log_start),  # issue 20: the log start at detection
+        "pinned_since_ms": None,  # only findings of streaming/pinned_lso.py
     }
     out["verify_hint"] = _verify_hint(out, txn_partitions)
     return out

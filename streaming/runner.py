@@ -63,7 +63,8 @@ def build_sinks(sinks_cfg: SinksConfig, kafka: KafkaConfig, *, console_out=None)
             raise ConfigError("sinks.enabled contains kafka but kafka.bootstrap_servers is empty")
         from streaming.sinks.kafka_topic import BufferedAlertSink
 
-        # never holds up the JSONL/console sinks; retries in order through topic outages
+        # returns once the broker acknowledged the micro-batch's alerts (at least once across a
+        # kill -9); retries in order through topic outages
         sinks.sinks.append(BufferedAlertSink(KafkaAlertSink.from_config(kafka, sinks_cfg)))
     return sinks
 
@@ -106,6 +107,7 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
             "include_internal": str(k.include_internal).lower(), "starting_offsets": k.starting_offsets,
             "max_offsets_per_trigger": str(k.max_offsets_per_trigger), "fetch_max_bytes": str(k.fetch_max_bytes),
             "client_id": k.client_id, "request_timeout_ms": str(k.request_timeout_ms),
+            "broker_timeout_ms": str(k.broker_timeout_ms),
             "unavailable_timeout_ms": str(k.unavailable_timeout_ms), "groups_per_broker": str(k.groups_per_broker),
             "read_mode": k.read_mode, "probe_bytes": str(k.probe_bytes),
             "metadata_max_age_ms": str(k.metadata_max_age_ms),

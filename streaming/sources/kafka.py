@@ -6,10 +6,15 @@ Options: ``bootstrap_servers`` (required), ``topics`` (JSON list) and/or ``topic
 such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
 JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
 coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
-``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes``,
+``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes`` (per
+partition), ``broker_timeout_ms`` (default ``min(request_timeout_ms, 10000)``: all brokers are
+asked at once and a broker that has not answered by then leaves its partitions *unavailable*
+for that trigger, so one stalled broker does not hold up the others),
 ``probe_follow_after_ms``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
-with a metadata refresh and doubling backoff, before the unread range becomes a gap),
+with a metadata refresh and doubling backoff, before the unread rest is left to the next plan),
+``unread_ledger`` (set by ``pipeline.start_query``: the file through which ``foreachBatch`` tells
+the next plan where reads stopped short, streaming/sources/kafka_unread.py),
 ``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
 deleted), ``metadata_max_age_ms`` (default 0 here, 30000 from ``txnwatch run``: how long topic
 discovery reuses a Metadata answer, as a Kafka client's ``metadata.max.age.ms``; see KafkaWire), ``unavailable_timeout_ms`` (default 600000: how long no broker may answer before the
@@ -59,7 +64,12 @@ or whose leader does not answer, is *unavailable* for that plan: it is not read,
 stays where reading stopped, and it is asked again with doubling backoff
 (``retry_backoff_ms`` up to ``unavailable_backoff_max_ms``, default 60000) in later triggers.
 Its read emits one ``gap`` row with reason ``unavailable: <error>`` and **no progress row**, so
-nothing downstream treats it as read up to now (the enricher's view-completeness rule for
+nothing downstream treats it as read up to now. The same holds for a partition that becomes
+unreadable after planning, or whose Fetch answers stay empty below the planned end (tiered
+storage, a new leader catching up): offsets advance only over data read or proven gone
+(OFFSET_OUT_OF_RANGE with a log start above them), the rest is read again from where reading
+stopped by the next plan (streaming/sources/kafka_unread.py), and ``ride_through_ms`` rides
+faults out within the same plan first (the enricher's view-completeness rule for
 ``__transaction_state``; no verdict and no LSO resolution for a data partition). Every other
 partition is read and judged in the same micro-batch. Offsets carry
 ``"unavail": {"topic<TAB>partition": {"error", "since", "tries", "retry_at"}}``. Only when no
@@ -71,9 +81,9 @@ watermark (``max_offsets_per_trigger``) is *lagging*: every row of its read carr
 ``lagging = true``, and the driver publishes no new verdict on it until a read takes it through
 the clock again (streaming/availability.py), because a transaction there may be closed by a
 marker not read yet. One lagging partition therefore no longer stops verdicts elsewhere.
-Coordinator partitions are read to their high watermark in every micro-batch, and a failure to
-read them fails the micro-batch (bounded retries, then a clear error), so the coordinator view is
-never behind the clock.
+Coordinator partitions are read to their high watermark in every micro-batch; one whose read (or
+whose replay rebuilt from its log start) has a gap or fails gets no progress row, so the
+coordinator view is incomplete until it is read again, never "complete and empty".
 """
 
 from __future__ import annotations
@@ -89,7 +99,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from streaming.availability import unavailable_reason
+from streaming.availability import UNAVAILABLE_PREFIX, unavailable_reason
 from streaming.events import spark_schema, to_arrow, to_frame
 from streaming.normalize import gap_event, lso_passed_event, progress_event
 from streaming.partition_read import (
@@ -102,6 +112,7 @@ from streaming.partition_read import (
     txn_partition_events,
 )
 from streaming.sources.kafka_security import check_source_options, kafka_python_kwargs
+from streaming.sources.kafka_unread import LEDGER_OPTION, unread_since
 from streaming.sources.kafka_wire import KafkaAuthorizationError, KafkaUnavailable, KafkaWire, KafkaWireError
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
@@ -145,6 +156,11 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "unavailable_timeout_ms": int(options.get("unavailable_timeout_ms", "600000")),
         "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
         "ride_through_ms": int(options.get("ride_through_ms", "0")),
+        "unread_ledger": options.get(LEDGER_OPTION) or None,
+        # how long one broker may take to answer (all are asked at once): its partitions are
+        # unavailable after that, the others keep their cadence (kafka_parallel.py)
+        "broker_timeout_ms": int(options.get("broker_timeout_ms") or min(int(options.get("request_timeout_ms",
+                                                                                         "30000")), 10000)),
         "groups_per_broker": max(1, int(options.get("groups_per_broker", "1"))),
         "read_mode": _read_mode(options.get("read_mode", "full"), start),
         "probe_bytes": int(options.get("probe_bytes", str(16 << 10))),
@@ -171,7 +187,7 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
     """One client per configuration per process (driver, or executor Python worker)."""
     key = (opts["bootstrap"], opts["client_id"], opts["request_timeout_ms"], opts["retries"],
            opts["retry_backoff_ms"], opts["deletion_confirmations"], opts["metadata_max_age_ms"],
-           tuple(sorted(opts["security"].items())))
+           opts["broker_timeout_ms"], tuple(sorted(opts["security"].items())))
     with _WIRES_LOCK:
         w = _WIRES.get(key)
         if w is None:
@@ -180,6 +196,7 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
                                         retry_backoff_ms=opts["retry_backoff_ms"],
                                         deletion_confirmations=opts["deletion_confirmations"],
                                         metadata_max_age_ms=opts["metadata_max_age_ms"],
+                                        broker_timeout_ms=opts["broker_timeout_ms"],
                                         **kafka_python_kwargs(opts["security"]))
         return w
 
@@ -284,14 +301,47 @@ class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.opts = _options(options)
         self._down_since: int | None = None  # wall ms of the first plan no broker answered
+        self._probe_stalled: dict[str, str] = {}  # partitions whose leader did not answer the probe in time
 
     def _discover(self) -> list[tuple[str, int]]:
         w = _wire(self.opts)
         found = w.partitions(self.opts["topics"] or None, self.opts["pattern"], self.opts["include_internal"])
         if self.opts["topics"] and self.opts["pattern"]:
             found.update(w.partitions(self.opts["topics"], None, True))
-        found.update(w.partitions([TXN_TOPIC], None, True))
+        found.update(self._txn_partitions(w))
         return sorted((t, p) for t, ps in found.items() for p in ps)
+
+    def _txn_partitions(self, w: KafkaWire) -> dict[str, list[int]]:
+        """``__transaction_state``'s partitions, from a list of all topics: never from a Metadata
+        request naming it. Brokers before 2.8 create a missing internal topic named in any
+        Metadata request, whatever AllowAutoTopicCreation says (``KafkaApis.getTopicMetadata`` ->
+        ``createInternalTopic``; KAFKA-9751 moved creation to the controller in 2.8), and an
+        all-topics request never creates anything. A cluster without it has never had a
+        transactional producer (the first InitProducerId with a transactional id creates it): the
+        data partitions are watched all the same, and the next listing finds it once it exists."""
+        listed = w.partitions(None, None, True)
+        if TXN_TOPIC in listed:
+            self._no_txn_topic_logged = False
+            return {TXN_TOPIC: listed[TXN_TOPIC]}
+        # Absent from the list: missing, or not Describe-able (Kafka leaves such topics out of an
+        # all-topics answer, KafkaApis.handleTopicMetadataRequest). From 2.8 naming it is safe and
+        # tells the two apart (a missing ACL raises KafkaAuthorizationError naming it).
+        ambiguous = w.names_create_internal_topics()
+        if not ambiguous:
+            named = w.partitions([TXN_TOPIC], None, True)
+            if TXN_TOPIC in named:
+                return {TXN_TOPIC: named[TXN_TOPIC]}
+        if not getattr(self, "_no_txn_topic_logged", False):
+            why = ("" if not ambiguous else
+                   f" (or this principal may not Describe Topic:{TXN_TOPIC}, which leaves it out of the topic list: "
+                   f"kafka-acls.sh --add --allow-principal <principal> --operation Describe --topic {TXN_TOPIC}; "
+                   f"brokers before 2.8 would create it if it were named, so txnwatch does not ask for it by name)")
+            log.warning("kafka source: the cluster at %s has no %s topic%s: no transactional producer has "
+                        "initialised yet, so there is no transaction to watch; watching the data partitions "
+                        "and looking for it again every trigger (txnwatch never creates it)",
+                        self.opts["bootstrap"], TXN_TOPIC, why)
+            self._no_txn_topic_logged = True
+        return {}
 
     def _initial_for(self, topic: str, partition: int, off: Any, explicit: dict) -> tuple[int, bool]:
         if topic == TXN_TOPIC:
@@ -382,6 +432,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._down_since = None
         if down:
             self._ride_through(offs, down)
+        gone = dict(start.get("gone", {}))  # topic -> its id when it was dropped as deleted
+        dropped = self._drop_deleted(tps, offs, parts, known_ids, gone)
         unavail: dict[str, dict[str, Any]] = {}
         for tp in tps:
             k = _tp_key(*tp)
@@ -389,6 +441,13 @@ class KafkaStreamReader(DataSourceStreamReader):
                 unavail[k] = self._still_down(was_down.get(k), down[tp], now)
             elif k in was_down and tp not in offs:
                 unavail[k] = was_down[k]  # in backoff: not asked
+        # where earlier reads stopped short (kafka_unread.py): read again from there
+        behind = dict(start.get("behind", {}))
+        fresh, unread_seen = unread_since(self.opts["unread_ledger"], start.get("unread_seen", -1))
+        for k, off in fresh.items():
+            behind[k] = min(off, behind.get(k, off))
+        rereads: dict[str, int] = {}  # partitions whose read starts before their previous end
+        probe_memo = dict(start.get("probe", {}))
         resets: dict[str, dict[str, Any]] = {}
         starts: dict[str, int] = {}  # partitions first planned now: where their reading begins
         seen: dict[str, list] = {}  # [high watermark, LSO, log start, leader] as planned
@@ -407,12 +466,20 @@ class KafkaStreamReader(DataSourceStreamReader):
             elif k not in parts:  # a new partition (pattern match or partition added): all of it is new
                 parts[k] = [o.log_start, True]
                 starts[k] = o.log_start
+                if t in gone:  # a topic dropped as deleted is back: a new topic, from its log start
+                    resets[k] = {"restart": o.log_start, "from_log_start": True, "first": None, "last": None,
+                                 "reason": f"topic {t} was deleted and created again (topic id {gone[t] or 'unknown'}"
+                                           f" -> {o.topic_id or 'unknown'}): {t}-{p} is a new partition, read "
+                                           f"from its log start {o.log_start}; nothing of the old topic carries "
+                                           f"over"}
             else:
                 reset = _plan_reset(t, p, parts[k][0], known_ids.get(t), o)
                 if reset is not None:
                     resets[k] = reset
                     flag = parts[k][1] if reset["from_log_start"] is None else reset["from_log_start"]
                     parts[k] = [reset["restart"], flag]
+            if k in behind:
+                self._carry_unread(k, t, behind.pop(k), parts, resets, rereads, probe_memo)
             if o.topic_id:
                 ids[t] = o.topic_id
             seen[k] = [o.high_watermark, o.lso if o.lso >= 0 else None, o.log_start if o.log_start >= 0 else None,
@@ -429,13 +496,73 @@ class KafkaStreamReader(DataSourceStreamReader):
         # per-partition clock: the clock always moves; rows of a lagging partition say so (and
         # the driver holds new verdicts on it back until it is read through the clock again)
         clock = max(start.get("clock", -1), now)
+        for k in resets:
+            gone.pop(k.split("\t")[0], None)
         out = {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
-               "starts": starts, "seen": seen,
+               "dropped": dropped, "gone": gone,
+               "starts": starts, "seen": seen, "behind": behind, "rereads": rereads, "unread_seen": unread_seen,
                "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
         if probe:
-            out.update(self._probe_plan(start, probe_todo, parts, seen, resets, was_down,
+            self._probe_stalled = {}
+            out.update(self._probe_plan({**start, "probe": probe_memo}, probe_todo, parts, seen, resets, was_down,
                                         {_tp_key(*tp) for tp in tps}, lagging, now))
+            for k, error in self._probe_stalled.items():  # not read this trigger: the availability records
+                unavail[k] = self._still_down(was_down.get(k), error, now)
         return out
+
+    def _carry_unread(self, k: str, topic: str, off: int, parts: dict[str, list], resets: dict[str, Any],
+                      rereads: dict[str, int], probe_memo: dict[str, Any]) -> None:
+        """Plan partition ``k`` to be read again from ``off``, where an earlier read stopped.
+
+        Full reads (and ``__transaction_state``) start there (``rereads``); in probe mode a
+        followed partition follows from there, and an unread probe window is probed again at the
+        LSO (the transaction it held is found again if still open; an LSO that moved on closed
+        it). A log that went backwards (``resets``) is read again from its restart anyway."""
+        if k in resets or k not in parts:
+            return
+        if self.opts["read_mode"] == "probe" and topic != TXN_TOPIC:
+            m = probe_memo.get(k)
+            if m is not None and m.get("follow") is not None:
+                probe_memo[k] = {**m, "follow": min(m["follow"], off)}
+            elif m is not None and (m.get("end") is None or off < m["end"]):
+                del probe_memo[k]
+            return
+        if off < parts[k][0]:
+            rereads[k] = off
+
+    def _drop_deleted(self, tps: list[tuple[str, int]], offs: dict, parts: dict[str, list],
+                      known_ids: dict[str, str], gone: dict[str, str | None]) -> dict[str, str]:
+        """Partitions planned before whose topic the brokers now confirm deleted: removed from
+        ``parts`` (never planned again) and returned as ``{key: reason}`` for one ``unavailable``
+        gap row each; ``gone`` remembers the topic (and its id) so that a topic created again
+        under the name is reported as new (see latestOffset).
+
+        A partition counts as deleted only when ``deletion_confirmations`` Metadata answers in a
+        row, asked fresh with backoff, all lack it (KafkaWire._confirmed_gone; one broker's cache
+        may lag, ``KafkaApis.handleTopicMetadataRequest`` answers from it): a partition missing
+        from discovery is asked once through ListOffsets, which does that confirmation.
+        """
+        listed = set(tps)
+        vanished = []
+        for k in parts:
+            t, p = k.split("\t")
+            if (t, int(p)) not in listed:
+                vanished.append((t, int(p)))
+        confirmed = dict(offs)
+        if vanished:
+            more, _ = _wire(self.opts).offsets_available(vanished)
+            confirmed.update(more)
+        dropped: dict[str, str] = {}
+        for tp, o in confirmed.items():
+            k = _tp_key(*tp)
+            if not o.deleted or k not in parts:
+                continue
+            nxt = parts.pop(k)[0]
+            gone[tp[0]] = known_ids.get(tp[0])
+            dropped[k] = (f"{tp[0]}-{tp[1]} was deleted: {self.opts['deletion_confirmations']} fresh Metadata answers "
+                          f"in a row lack it (UNKNOWN_TOPIC_OR_PARTITION); read up to offset {nxt}, no longer planned")
+            log.warning("kafka source: %s", dropped[k])
+        return dropped
 
     def _probe_plan(self, start: dict, todo: list[tuple[str, int, str, Any]], parts: dict[str, list],
                     seen: dict[str, list], resets: dict[str, Any], was_down: dict[str, Any],
@@ -518,6 +645,22 @@ class KafkaStreamReader(DataSourceStreamReader):
         return {"probe": memo, "reads": reads, "closes": closes, "emit": emit}
 
     def _probe_fetch(self, items: list[tuple[str, int, int]]) -> list[tuple[Any, ...] | None]:
+        """:meth:`_probe_fetch_once`, asked again with backoff for the partitions that gave no
+        answer while ``ride_through_ms`` lasts (``run --once`` has no next trigger to probe them)."""
+        out = self._probe_fetch_once(items)
+        deadline = time.monotonic() + self.opts["ride_through_ms"] / 1000
+        delay = self.opts["retry_backoff_ms"] / 1000
+        while any(o is None for o in out) and time.monotonic() < deadline:
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+            delay = min(delay * 2, 5.0)
+            idx = [i for i, o in enumerate(out) if o is None]
+            for i, o in zip(idx, self._probe_fetch_once([items[i] for i in idx]), strict=True):
+                out[i] = o
+                if o is not None:  # answered on a retry: not stalled after all
+                    self._probe_stalled.pop(_tp_key(items[i][0], items[i][1]), None)
+        return out
+
+    def _probe_fetch_once(self, items: list[tuple[str, int, int]]) -> list[tuple[Any, ...] | None]:
         """For each ``(topic, partition, lso)``: ``(end, producer id, first offset, first timestamp,
         None)`` of the first transactional data batch at or after the LSO (``end`` = its last
         offset + 1), or ``(lso + 1, None, None, None, note)`` when the bytes there hold none (the executor's read of
@@ -528,10 +671,16 @@ class KafkaStreamReader(DataSourceStreamReader):
             return []
         w = _wire(self.opts)
         size = self.opts["probe_bytes"]
-        answers = w.fetch_many(items, size)
+        # probe_bytes bounds each partition; one request per leader carries all of its partitions
+        answers = w.fetch_many(items, size, partition_max_bytes=size)
         out: list[tuple[Any, ...] | None] = []
         for t, p, lso in items:
             res = answers.get((t, p))
+            if res is None and w.stalled(t, p):
+                self._probe_stalled[_tp_key(t, p)] = (f"leader of {t}-{p} did not answer a probe within "
+                                                      f"{self.opts['broker_timeout_ms']} ms (broker_timeout_ms)")
+                out.append(None)
+                continue
             data = res.records if res is not None else None
             budget = size
             while not _whole_batch(data) and budget < self.opts["fetch_max_bytes"]:
@@ -635,6 +784,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 continue
             if reset is not None:  # the log went backwards: resume where latestOffset decided
                 s_off = reset["restart"]
+            elif k in end.get("rereads", {}):  # an earlier read stopped there (kafka_unread.py)
+                s_off = min(s_off, end["rereads"][k])
             # Every partition emits its progress row every micro-batch (high watermark, LSO, log
             # start, for timers and enrichment); one with nothing new is not fetched for it.
             out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset))
@@ -642,6 +793,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             if k not in end["parts"]:  # unavailable since the query started: no offsets yet
                 t, p = k.split("\t")
                 out.append(KafkaPartition(t, int(p), -1, -1, clock, False, unavailable=down["error"]))
+        for k, reason in end.get("dropped", {}).items():  # deleted: one last row saying so
+            t, p = k.split("\t")
+            out.append(KafkaPartition(t, int(p), -1, -1, clock, False, unavailable=reason))
         return out
 
     def read(self, partition: KafkaGroup) -> Iterator[Any]:
@@ -664,13 +818,19 @@ _TXN_MEMO: dict[tuple, tuple[int, CoordinatorReplay]] = {}
 class _RangeRead:
     """One partition's planned range [start, end), read by one or more Fetch answers.
 
-    Every offset of the range is either read or named by a gap row, never skipped silently.
+    Offsets advance only over data read or proven gone (issue 20 item 1). Every offset of the
+    range is read, or proven gone by the broker (OFFSET_OUT_OF_RANGE with a log start above it: a
+    gap row naming both offsets), or **not read yet**: when the leader is lost after planning, or
+    an answer holds no records below the planned end (tiered storage's ``DelayedRemoteFetch``
+    expiring, a new leader whose high watermark still lags), the read is retried with a metadata
+    refresh and doubling backoff (``empty_fetch_retries`` times, and on for as long as
+    ``ride_through_ms`` lasts: ``run --once``); then the rest ``[offset, end)`` becomes one
+    ``unavailable:`` gap row whose ``first_offset`` is where reading stopped, the partition gets
+    no progress row, and the next plan reads it again from there (streaming/sources/kafka_unread.py).
+    A batch larger than the fetch size is fetched again with room for it.
     ``reset`` (from planning, see :func:`_plan_reset`) is a gap to report before reading.
-    An answer with no records below ``end`` (a new leader whose high watermark still lags the
-    one the plan was made from) is retried ``empty_fetch_retries`` times with a metadata refresh
-    and doubling backoff; if the high watermark stays low, the unread rest becomes one gap.
-    ``last`` is the last Fetch answer; ``unavailable`` is set when the partition became
-    unreadable after planning (then no progress row may be emitted for it).
+    ``last`` is the last Fetch answer; ``unavailable`` is set when the rest was not read (then no
+    progress row may be emitted for it).
     """
 
     def __init__(self, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
@@ -683,6 +843,9 @@ class _RangeRead:
         self.offset = start
         self.empty_answers = 0
         self.unavailable = False
+        self.max_bytes = opts["fetch_max_bytes"]
+        self.deadline = time.monotonic() + opts.get("ride_through_ms", 0) / 1000
+        self.retries = 0  # retries after the first failure to read the rest (ride-through)
         self.done = start >= end
         if reset is not None:
             self._gap(reset["reason"], reset["first"], reset["last"])
@@ -697,14 +860,41 @@ class _RangeRead:
     def fetch_alone(self, w: KafkaWire) -> None:
         """One single-partition Fetch (KafkaWire.fetch: every fault handled, bounded retries)."""
         try:
-            res = w.fetch(self.topic, self.partition, self.offset, self.opts["fetch_max_bytes"])
+            res = w.fetch(self.topic, self.partition, self.offset, self.max_bytes)
         except KafkaUnavailable as exc:
             # became unreadable after planning and stayed so through the bounded retries
-            self._gap(unavailable_reason(exc.last_error or str(exc)) + f"; offsets {self.offset}..{self.end - 1} "
-                      "not read", self.offset, self.end - 1)
-            self.unavailable = self.done = True
+            self.not_read(w, unavailable_reason(exc.last_error or str(exc)))
             return
         self.take(w, res)
+
+    def not_read(self, w: KafkaWire, why: str) -> None:
+        """The rest ``[offset, end)`` could not be read now: ride through while ``ride_through_ms``
+        lasts (backoff, metadata refresh, read again), else hand it to the next plan."""
+        if time.monotonic() < self.deadline:
+            self.retries += 1
+            if self.retries == 1:
+                log.warning("kafka source: %s-%s: offsets %d..%d not read (%s); retrying for up to %.0f s",
+                            self.topic, self.partition, self.offset, self.end - 1, why,
+                            max(self.deadline - time.monotonic(), 0))
+            time.sleep(min(self.opts["retry_backoff_ms"] * 2 ** min(self.retries - 1, 10), 5000,
+                           max(self.deadline - time.monotonic(), 0) * 1000) / 1000)
+            try:
+                w.refresh_metadata([self.topic])
+            except KafkaWireError:
+                pass  # the next fetch reports it
+            return
+        self.became_unavailable(why)
+
+    def became_unavailable(self, error: str) -> None:
+        """The rest ``[offset, end)`` cannot be read now: one ``unavailable:`` gap row from where
+        reading stopped (the next plan reads it again from there: kafka_unread.py), no progress row."""
+        why = error if error.startswith(UNAVAILABLE_PREFIX) else unavailable_reason(error)
+        log.warning("kafka source: %s-%s: offsets %d..%d not read (%s); read again from offset %d next trigger",
+                    self.topic, self.partition, self.offset, self.end - 1, why[len(UNAVAILABLE_PREFIX):],
+                    self.offset)
+        self._gap(f"{why}; offsets {self.offset}..{self.end - 1} not read yet: read again from offset "
+                  f"{self.offset} next trigger", self.offset, self.end - 1)
+        self.unavailable = self.done = True
 
     def take(self, w: KafkaWire, res: Any) -> None:
         """Fold one Fetch answer for this partition (at ``self.offset``) into the read."""
@@ -717,8 +907,9 @@ class _RangeRead:
         if res.out_of_range:
             ls = res.log_start_offset
             if ls is None or ls < 0 or ls <= offset:
-                self._gap(f"offset {offset} out of range and no log start to resume from", offset)
-                self.done = True
+                # not proven gone: past this leader's log end (LocalLog.read), a leader behind
+                self.not_read(w, f"OFFSET_OUT_OF_RANGE at offset {offset} with log start {ls} at or below it "
+                                  "(the leader's log ends before it)")
                 return
             self._gap(f"retention deleted offsets {offset}..{ls - 1} before they were read; continuing at the log "
                       f"start {ls}", offset, ls - 1)
@@ -731,10 +922,9 @@ class _RangeRead:
                 self.empty_answers += 1
                 _wait_for_high_watermark(w, opts, topic, self.empty_answers)
                 return
-            self._gap(f"no records at offset {offset} after {self.empty_answers + 1} fetches: the leader's high "
-                      f"watermark {res.high_watermark} is below the planned end {end} (new leader not caught up?); "
-                      f"offsets {offset}..{end - 1} not read", offset, end - 1)
-            self.done = True
+            self.not_read(w, f"no records at offset {offset} after {self.empty_answers + 1} fetches (high watermark "
+                              f"{res.high_watermark}, planned end {end}: a new leader not caught up, or a tiered-"
+                              f"storage read that timed out)")
             return
         self.empty_answers = 0
         scan = scan_batches(data, validate_crc=opts["validate_crc"], source=f"{topic}-{partition}",
@@ -751,11 +941,24 @@ class _RangeRead:
             self.scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
             self.raws.append(data)
             self.offset = int(cols["last_offset"][keep].max()) + 1
+        # magic 0/1 entries (pre-0.11 message format) cannot be transactional: step over them by
+        # their offsets, so that a fetch holding only legacy entries (one response never spans
+        # two segments) moves the read on instead of ending it
+        legacy_next = scan.legacy_last_offset + 1 if scan.legacy_last_offset is not None else None
+        stepped = legacy_next is not None and legacy_next > self.offset
+        if stepped:
+            self.offset = legacy_next
         if chain_broken:
             # The batch chain is unreadable past this point: skip to the planned end, loudly.
             self._gap(f"unreadable bytes: offsets {self.offset}..{end - 1} skipped", self.offset, end - 1)
             self.done = True
-        elif not n_keep:
+        elif (not n_keep and not stepped and not scan.errors and not _whole_batch(data)
+              and self.max_bytes < _MAX_FETCH_BYTES):
+            # only part of a batch fits the fetch size (pre-KIP-74 brokers, partition limits):
+            # ask again with room for it, never skip it
+            need = 12 + int.from_bytes(data[8:12], "big", signed=True) if len(data) >= 12 else 2 * self.max_bytes
+            self.max_bytes = min(max(2 * self.max_bytes, need), _MAX_FETCH_BYTES)
+        elif not n_keep and not stepped:
             if not (len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end):
                 self._gap(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
                           f"{offset}..{end - 1} not read", offset, end - 1)
@@ -773,9 +976,6 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
         todo = [r for r in reads if not r.done]
         if not todo:
             return
-        if len(todo) == 1:
-            todo[0].fetch_alone(w)
-            continue
         # partitions the last round's byte budget did not reach go first (KIP-74 guarantees the
         # first partition of a response one whole batch, the others only what is left)
         todo.sort(key=lambda r: r not in starved)
@@ -783,7 +983,13 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
         starved, moved = [], False
         for r in todo:
             res = answers.get((r.topic, r.partition))
-            if res is None:
+            if res is None and w.stalled(r.topic, r.partition):
+                # its leader did not answer within broker_timeout_ms: unavailable now rather
+                # than holding up this micro-batch (and so every other broker's partitions)
+                r.not_read(w, f"leader of {r.topic}-{r.partition} did not answer within "
+                              f"{r.opts['broker_timeout_ms']} ms (broker_timeout_ms)")
+                moved = True
+            elif res is None:
                 r.fetch_alone(w)
                 moved = True
             elif not _whole_batch(res.records) and res.high_watermark > r.offset:
@@ -795,6 +1001,9 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
             for r in starved:
                 r.fetch_alone(w)
             starved = []
+
+
+_MAX_FETCH_BYTES = 1 << 30  # a fetch size growing to fit one batch stops here (message.max.bytes is far below)
 
 
 def _whole_batch(records: bytes | None) -> bool:
@@ -815,7 +1024,10 @@ def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int,
 def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, attempt: int) -> None:
     """Back off (doubling, at most 5 s), then refresh metadata: leadership may have moved again."""
     time.sleep(min(opts["retry_backoff_ms"] * 2 ** (attempt - 1), 5000) / 1000)
-    w.refresh_metadata([topic])
+    try:
+        w.refresh_metadata([topic])
+    except KafkaUnavailable:
+        pass  # the next fetch reports it
 
 
 def read_partition(part: KafkaPartition | KafkaGroup, opts: dict[str, Any]) -> pd.DataFrame:
@@ -834,7 +1046,7 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
     w = _wire(opts)
     frames: list[pd.DataFrame] = []
     rows: list[dict[str, Any]] = []  # single-row results (gaps of unavailable partitions, idle progress)
-    reads: list[tuple[KafkaPartition, _RangeRead, Any]] = []
+    reads: list[tuple[KafkaPartition, _RangeRead, Any, str | None]] = []
     for part in parts:
         common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
         t, p = part.topic, part.partition
@@ -847,14 +1059,26 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
                      for pid, lso in part.closes]
         if part.note:
             rows.append(gap_event(part.note, topic=t, partition=p, first_offset=part.start, **common))
-        acc = _txn_replay(w, opts, part, common) if t == TXN_TOPIC else None
+        acc = broken = None
+        if t == TXN_TOPIC:
+            acc, broken, unreadable = _txn_replay(w, opts, part, common)
+            if unreadable:  # issue 20 item 8: nothing of it is believed now; read again next plan
+                rows.append(gap_event(broken, topic=t, partition=p, first_offset=part.start,
+                                      last_offset=part.end - 1 if part.end > part.start else None, **common))
+                continue
+            if broken is not None:
+                rows.append(gap_event(broken, topic=t, partition=p, first_offset=part.start, **common))
         if part.start >= part.end and part.reset is None and part.offsets is not None:
-            rows.append(_idle_progress(part, common, acc))
+            if broken is None:  # an incomplete coordinator replay is not read up to now: no progress
+                rows.append(_idle_progress(part, common, acc))
             continue
-        reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc))
-    _read_ranges(w, [r for _, r, _ in reads])
-    for part, r, acc in reads:
-        broker = None if r.unavailable else _broker_offsets(w, part.topic, part.partition, r.last)
+        reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc, broken))
+    _read_ranges(w, [r for _, r, _, _ in reads])
+    for part, r, acc, broken in reads:
+        # a coordinator partition read with a gap (or on an incomplete replay) is incomplete from
+        # there on (detection.md §0): no progress row, so the view is never "complete and empty"
+        incomplete = part.topic == TXN_TOPIC and (broken is not None or bool(r.gaps))
+        broker = None if r.unavailable or incomplete else _broker_offsets(w, part.topic, part.partition, r.last)
         frames.append(_events_of(part, opts, r, acc, broker))
     if rows:
         frames.append(to_frame(rows))
@@ -880,20 +1104,38 @@ def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: Coordinato
     return row
 
 
-def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition, common: dict[str, Any]) -> CoordinatorReplay:
+def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition,
+                common: dict[str, Any]) -> tuple[CoordinatorReplay, str | None, bool]:
     """The id → producer map of a coordinator partition up to ``part.start`` (memo, else rebuilt
-    from the coordinator log's start: it is compacted)."""
+    from the coordinator log's start: it is compacted), why it is incomplete (None: it is not),
+    and whether it could not be read at all now (then the partition is read again next plan).
+
+    Only a replay read without a gap is memoised (:func:`_events_of`), so a rebuild that failed
+    never becomes an empty view taken for a complete one (issue 20 item 8)."""
     t, p = part.topic, part.partition
     memo = _TXN_MEMO.get((opts["bootstrap"], p))
     acc = CoordinatorReplay()
     if memo is not None and memo[0] == part.start:
-        return memo[1].copy()
+        return memo[1].copy(), None, False
     if part.start > 0:
-        offs = w.offsets([(t, p)])[(t, p)]
-        for raw in _fetch_range(w, opts, t, p, offs.log_start, part.start, common).raws:
+        try:
+            offs = w.offsets([(t, p)])[(t, p)]
+            rr = _fetch_range(w, opts, t, p, offs.log_start, part.start, common)
+        except KafkaUnavailable as exc:
+            rr, offs = None, str(exc)
+        if rr is None or rr.unavailable:
+            why = "; ".join(g["reason"] for g in rr.gaps) if rr is not None else offs
+            return acc, unavailable_reason(
+                f"{t}-{p}: its records before offset {part.start} could not be read again to rebuild the "
+                f"coordinator view ({why}); the view stays incomplete; offsets {part.start}..{part.end - 1} "
+                f"read again from offset {part.start} next trigger"), True
+        for raw in rr.raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
             acc.fold([r for r in recs if r["offset"] < part.start], _leader_epoch(sc))
-    return acc
+        if rr.gaps:
+            return acc, (f"{t}-{p}: coordinator view incomplete: its replay before offset {part.start} has a gap ("
+                         + "; ".join(g["reason"] for g in rr.gaps) + ")"), False
+    return acc, None, False
 
 
 def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: CoordinatorReplay | None,
@@ -911,7 +1153,7 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
         out = txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
                                    progress_position=position, end_proven=not part.lagging)
-        if broker is None:
+        if broker is None:  # unreadable or incomplete (read_group): never memoised
             _TXN_MEMO.pop((opts["bootstrap"], p), None)
         else:
             _TXN_MEMO[(opts["bootstrap"], p)] = (part.end, acc)

@@ -37,6 +37,10 @@ CAUSE_TEXT = {
     "coordinator-stuck": "The coordinator still shows the transaction Ongoing past its own timeout.",
     "long-transaction": "A producer with a long transaction timeout: still inside what the "
                         "coordinator allows.",
+    "open-before-log-start": "The LSO has stayed at the log start longer than any transaction timeout "
+                             "allows: a transaction whose first batches retention deleted is still open.",
+    "lso-pinned-at-log-start": "The LSO sits at the log start, held by a transaction whose first batches "
+                               "retention deleted; no read shows its producer.",
 }
 
 # How exact each coordinator-epoch source is and what to do when a legacy abort
