@@ -185,6 +185,8 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
       epoch, timestamp; coordinator epochs only grow on a coordinator partition, so it also
       carries the producer's highest) and, when that one teaches no coordinator epoch (EMPTY),
       the last COMMIT/ABORT before it, whose epoch an EMPTY marker inherits (``udfs.pairing``),
+    * the span just before the last marker (the data epoch that marker closed: whether it was
+      bumped, which write-after-marker needs, detection.md §3.1 revision 3.1),
     * the span after the last marker (open at the end of the read; its preceding marker is the
       last marker, which write-after-marker needs).
 
@@ -258,8 +260,11 @@ def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndar
     typed = is_m & ((marker == "COMMIT") | (marker == "ABORT")) & (np.where(np.isnan(cep), -1, cep) >= 0)
     typed_ord = np.where(typed, ordinal, -1)
     last_typed = per_row(np.maximum.reduceat(typed_ord[order], starts)[group])
+    # The span just before the last marker is kept too: the marker closes it, and the data epoch
+    # it closed tells a bumped marker from one that was not (write-after-marker, detection.md §3.1
+    # revision 3.1); it opens and closes within the read, so it changes nothing else.
     keep = ~eligible | (ordinal == 0) | (ordinal == last) | (is_m & (ordinal == 1)) | \
-        (typed & (ordinal == last_typed))
+        (typed & (ordinal == last_typed)) | (~is_m & (ordinal == last - 1))
     if keep.all():
         return None
     dropped = ~keep

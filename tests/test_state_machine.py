@@ -190,8 +190,9 @@ def test_empty_marker_teaches_no_epoch():
            data(4, epoch=1)]
     out, doc, _ = step(evs, None, T0 + TH + 1, cfg=NOCOORD)
     p = ProducerState.from_json(7, doc).parts["t\t0"]
+    # closed_epoch: the data epoch of the transaction it closed (offset 2, epoch 1; revision 3.1)
     assert p["last_marker"] == {"offset": 3, "producer_epoch": 9, "coordinator_epoch": None, "kind": None,
-                                "timestamp": T0}
+                                "timestamp": T0, "closed_epoch": 1}
     assert p["max_epoch"] == 1
     # rule 2 needs the last marker's epoch; rule 5 takes P's highest known marker epoch (4)
     assert _finding(out) == [("hanging", "exceeds-max-timeout", False, 4, 1, 4, "producer-last-marker")]
@@ -209,18 +210,25 @@ def test_write_after_marker_needs_the_markers_epoch():
     assert _finding(out) == [("hanging", "coordinator-finished-without-partition", True, 2, 7, 5, "last-marker")]
 
 
-def test_prepare_whose_marker_landed_is_hanging_and_late_carries_its_epoch():
-    # PrepareCommit written at T0+100; its COMMIT marker for t-0 landed at T0+200 (epoch 3), then
-    # P wrote again at 6: the coordinator dropped t-0 from its pending set, nothing will close O.
+def test_prepare_naming_tp_stays_markers_pending_whatever_the_marker_timestamps():
+    # detection.md §3.1 revision 3 (the "marker landed" timestamp rule is withdrawn): PrepareCommit
+    # written at T0+100 by the coordinator's clock, a COMMIT marker of epoch 3 on t-0 at T0+200 by
+    # the leader's clock, then P wrote again at 6. Under TV0/1 the previous transaction's marker
+    # looks the same (TransactionMarkerChannelManager.addTxnMarkersToSend: same producer id, epoch,
+    # result) and only two brokers' clocks would order them: O stays late. If the marker was C's,
+    # the coordinator writes CompleteCommit once its markers are acknowledged and O turns hanging.
     prep = coord("PrepareCommit", ["t-0"], epoch=3, updated=T0 + 100, ts=T0 + 100)
-    evs = [data(0, epoch=3), prep, marker(5, epoch=3, ce=2, ts=T0 + 200), data(6, epoch=3, ts=T0 + 300)]
+    for marker_ts in (T0 + 200, T0 + 50):
+        evs = [data(0, epoch=3), prep, marker(5, epoch=3, ce=2, ts=marker_ts), data(6, epoch=3, ts=T0 + 300)]
+        out, _, _ = step(evs, None, T0 + 300 + TH + 1)
+        # late: the epoch and its source are informational (never a command)
+        assert _finding(out) == [("late", "markers-pending", True, 6, 3, 2, "last-marker")]
+    # the coordinator completes: now nothing will close O, and the marker before it closed data of
+    # its own epoch (not bumped): the late-produce pattern
+    done = coord("CompleteCommit", [], epoch=3, updated=T0 + 400, ts=T0 + 400)
+    evs = [data(0, epoch=3), prep, marker(5, epoch=3, ce=2, ts=T0 + 200), data(6, epoch=3, ts=T0 + 300), done]
     out, _, _ = step(evs, None, T0 + 300 + TH + 1)
     assert _finding(out) == [("hanging", "write-after-marker", True, 6, 3, 2, "last-marker")]
-    # the marker before O is older than the prepare: the coordinator's markers are still pending
-    evs = [data(0, epoch=3), marker(5, epoch=3, ce=2, ts=T0 + 50), prep, data(6, epoch=3, ts=T0 + 300)]
-    out, _, _ = step(evs, None, T0 + 300 + TH + 1)
-    # late: the epoch and its source are informational (never a command)
-    assert _finding(out) == [("late", "markers-pending", True, 6, 3, 2, "last-marker")]
 
 
 def test_snapshot_rows_below_its_offset_are_preview_only():
@@ -290,7 +298,7 @@ def test_state_row_carries_its_evidence():
                      None, T0 + TH + 1)
     ev = json.loads(out[0]["evidence"])
     assert ev["txn"]["prev_marker"] == {"offset": 1, "producer_epoch": 2, "coordinator_epoch": 5, "kind": "COMMIT",
-                                        "timestamp": T0}
+                                        "timestamp": T0, "closed_epoch": 2}
     assert (ev["view"]["mapped"], ev["view"]["txn_partition"], ev["view"]["record"]["state"]) == (
         True, 1, "CompleteCommit")
     assert ev["thresholds"] == {"max_timeout_ms": 900_000, "padding_ms": 300_000}

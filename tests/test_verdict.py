@@ -26,7 +26,6 @@ from streaming.verdict import (
     coordinator_epoch_for,
     evidence_from_dict,
     judge,
-    marker_landed,
     threshold_for,
     to_dict,
     txn_from_dict,
@@ -198,12 +197,14 @@ def test_ongoing_without_this_partition_is_hanging():
 
 
 def test_write_after_marker_needs_same_epoch_as_first_batch():
+    # KAFKA-9144 late produce under TV0/1: the marker closed data of its own epoch 3 (not bumped),
+    # then a batch of epoch 3 reopened tp (ProducerAppendInfo.checkProducerEpoch accepts equal epochs).
     done = mapped(rec(state="CompleteCommit", partitions=()))
-    same = Marker(90, 3, 5, "COMMIT", T0 - 1_000)
+    same = Marker(90, 3, 5, "COMMIT", T0 - 1_000, closed_epoch=3)
     v = run(view=done, t=txn(first_epoch=3, prev_marker=same))
     assert (v.status, v.cause) == ("hanging", "write-after-marker")
     # TV2 / fencing: the marker carried epoch 4, the data 3 -> not the late-produce pattern
-    higher = Marker(90, 4, 5, "COMMIT", T0 - 1_000)
+    higher = Marker(90, 4, 5, "COMMIT", T0 - 1_000, closed_epoch=3)
     v = run(view=done, t=txn(first_epoch=3, epoch=4, prev_marker=higher))
     assert (v.status, v.cause) == ("hanging", "coordinator-finished-without-partition")
     # previous event unknown (O seeded from a snapshot / read gap)
@@ -211,47 +212,67 @@ def test_write_after_marker_needs_same_epoch_as_first_batch():
     assert v.cause == "coordinator-finished-without-partition"
 
 
-# --- §3 refinement: Prepare* whose marker already landed on tp ------------------------------------
+# --- revision 3.1: write-after-marker only after a marker that was not bumped ------------------------
+
+def test_bumped_marker_then_batch_of_its_epoch_is_next_transaction_not_late_write():
+    # TV2 (KIP-890): TransactionMetadata.prepareComplete bumps the epoch, so the marker that closed
+    # data of epoch 3 carries 4, and the producer's next transaction writes epoch 4: a batch of the
+    # marker's epoch after it is that next transaction, not a late write of the closed one.
+    done = mapped(rec(state="CompleteCommit", partitions=(), epoch=4))
+    bumped = Marker(90, 4, 5, "COMMIT", T0 - 1_000, closed_epoch=3)
+    v = run(view=done, t=txn(first_epoch=4, epoch=4, prev_marker=bumped))
+    assert (v.status, v.cause, v.verified) == ("hanging", "coordinator-finished-without-partition", True)
+    # The same under TV0/1 after a coordinator-initiated abort (prepareFenceProducerEpoch bumps 3 -> 4).
+    aborted = Marker(90, 4, 5, "ABORT", T0 - 1_000, closed_epoch=3)
+    v = run(view=done, t=txn(first_epoch=4, epoch=4, prev_marker=aborted))
+    assert v.cause == "coordinator-finished-without-partition"
+
+
+def test_tv2_record_or_cluster_version_says_every_marker_is_bumped():
+    # The closed data was not read (closed_epoch None), or it was and looks unbumped: the coordinator
+    # record's ClientTransactionVersion 2 (or finalized transaction.version 2) says the marker was bumped.
+    same = Marker(90, 4, 5, "COMMIT", T0 - 1_000, closed_epoch=4)
+    tv2 = mapped(dataclasses.replace(rec(state="CompleteCommit", partitions=(), epoch=5), client_txn_version=2))
+    v = run(view=tv2, t=txn(first_epoch=4, epoch=4, prev_marker=same))
+    assert v.cause == "coordinator-finished-without-partition"
+    cluster_tv2 = dataclasses.replace(mapped(rec(state="CompleteCommit", partitions=())), txn_version=2)
+    v = run(view=cluster_tv2, t=txn(first_epoch=4, epoch=4, prev_marker=same))
+    assert v.cause == "coordinator-finished-without-partition"
+    # TV0/1 record, marker not bumped: the late-produce pattern
+    v = run(view=mapped(dataclasses.replace(rec(state="CompleteCommit", partitions=(), epoch=4),
+                                            client_txn_version=0)),
+            t=txn(first_epoch=4, epoch=4, prev_marker=same))
+    assert v.cause == "write-after-marker"
+
+
+def test_marker_whose_closed_data_was_not_read_never_refines_to_write_after_marker():
+    # A marker read with nothing of P open before it (the read began at it): whether it was bumped
+    # is unknown, so the general cause stands.
+    unknown = Marker(90, 3, 5, "COMMIT", T0 - 1_000, closed_epoch=None)
+    v = run(view=mapped(rec(state="CompleteCommit", partitions=())), t=txn(first_epoch=3, prev_marker=unknown))
+    assert (v.status, v.cause) == ("hanging", "coordinator-finished-without-partition")
+
+
+# --- revision 3: the "Prepare* marker landed" timestamp rule is withdrawn -----------------------------
 
 PREP_TS = T0 + 5_000  # TransactionLastUpdateTimestampMs of the PrepareCommit record
 
 
 @pytest.mark.parametrize("state,kind", [("PrepareCommit", "COMMIT"), ("PrepareAbort", "ABORT")])
-def test_prepare_with_its_marker_already_on_tp_is_write_after_marker(state, kind):
-    landed = Marker(offset=95, producer_epoch=3, coordinator_epoch=6, kind=kind, timestamp=PREP_TS + 20)
+@pytest.mark.parametrize("skew_ms", [-41, 0, 20, 3_600_000])
+def test_prepare_naming_tp_stays_markers_pending_whatever_the_marker_timestamps(state, kind, skew_ms):
+    # detection.md §3.1 revision 3: under TV0/1 the previous transaction's marker has the same
+    # producer id, epoch and result as C's (TransactionMarkerChannelManager.addTxnMarkersToSend
+    # uses txnMetadata.producerEpoch); only two brokers' clocks told them apart, so a Prepare* record
+    # naming tp keeps O late: the coordinator's marker will close whatever is open
+    # (ProducerAppendInfo.appendEndTxnMarker).
+    landed = Marker(offset=95, producer_epoch=3, coordinator_epoch=6, kind=kind, timestamp=PREP_TS + skew_ms,
+                    closed_epoch=3)
     t = txn(first_offset=100, first_epoch=3, prev_marker=landed)
     v = run(view=mapped(rec(state=state, last_update_ts=PREP_TS)), t=t, ev=EpochEvidence(last_marker=landed))
-    assert (v.status, v.cause, v.verified) == ("hanging", "write-after-marker", True)
+    assert (v.status, v.cause, v.verified) == ("late", "markers-pending", True)
+    # late findings carry the epoch, informational (§4)
     assert (v.coordinator_epoch, v.coordinator_epoch_source) == (6, "last-marker")
-
-
-def test_prepare_marker_landed_with_unknown_previous_event_is_finished_without_partition():
-    landed = Marker(95, 3, 6, "COMMIT", PREP_TS + 20)
-    v = run(view=mapped(rec(state="PrepareCommit", last_update_ts=PREP_TS)),
-            t=txn(prev_marker=None), ev=EpochEvidence(last_marker=landed))
-    assert (v.status, v.cause) == ("hanging", "coordinator-finished-without-partition")
-
-
-@pytest.mark.parametrize("marker,why", [
-    (Marker(95, 3, 6, "COMMIT", PREP_TS - 20), "before the prepare time: the previous transaction's marker"),
-    (Marker(95, 3, 6, "COMMIT", PREP_TS), "same millisecond: not strictly after"),
-    (Marker(95, 2, 6, "COMMIT", PREP_TS + 20), "another producer epoch"),
-    (Marker(95, 3, 6, "ABORT", PREP_TS + 20), "the other result"),
-    (Marker(95, 3, None, None, PREP_TS + 20), "an empty control batch: result unknown"),
-])
-def test_prepare_marker_not_identified_stays_markers_pending(marker, why):
-    v = run(view=mapped(rec(state="PrepareCommit", last_update_ts=PREP_TS)),
-            t=txn(prev_marker=marker), ev=EpochEvidence(last_marker=marker))
-    assert (v.status, v.cause) == ("late", "markers-pending"), why
-
-
-def test_marker_landed_predicate():
-    r = rec(state="PrepareAbort", epoch=4, last_update_ts=PREP_TS)
-    assert marker_landed(r, Marker(95, 4, 6, "ABORT", PREP_TS + 1), first_offset=100) is True
-    assert marker_landed(r, Marker(100, 4, 6, "ABORT", PREP_TS + 1), first_offset=100) is False  # not before O
-    assert marker_landed(r, None, first_offset=100) is False
-    assert marker_landed(rec(state="Ongoing"), Marker(95, 3, 6, "COMMIT", PREP_TS + 1), 100) is False
-    assert marker_landed(dataclasses.replace(r, last_update_ts=-1), Marker(95, 4, 6, "ABORT", PREP_TS + 1), 100) is False
 
 
 # --- §4 coordinator epoch sources, first rule that applies ----------------------------------------
