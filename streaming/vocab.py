@@ -40,7 +40,10 @@ HANGING_CAUSES = (COORDINATOR_UNAWARE, COORDINATOR_FINISHED_WITHOUT_PARTITION, W
 MARKERS_PENDING = "markers-pending"
 COORDINATOR_STUCK = "coordinator-stuck"
 LONG_TRANSACTION = "long-transaction"
-LATE_CAUSES = (MARKERS_PENDING, COORDINATOR_STUCK, LONG_TRANSACTION)
+# KIP-939 two-phase commit (TransactionTimeoutMs = Integer.MAX_VALUE): an external transaction
+# manager owns the decision and the coordinator never times it out; never hanging, never aborted.
+PREPARED_2PC = "prepared-2pc"
+LATE_CAUSES = (MARKERS_PENDING, COORDINATOR_STUCK, LONG_TRANSACTION, PREPARED_2PC)
 
 CAUSES = HANGING_CAUSES + LATE_CAUSES
 
@@ -87,6 +90,8 @@ ALERT_FIELDS = (
     "confirmed_by", "blocked_groups",
     # a finding re-published while its partition is unreadable (issue 14)
     "stale", "last_read_ms",
+    # what a finding's verification lacks (issue 19, detection.md §0): UNVERIFIED_REASONS, empty iff verified
+    "unverified_reasons",
 )
 # Fields of a partition availability record (the schema's other properties are the findings').
 AVAILABILITY_FIELDS = ("schema_version", "key", "status", "cluster", "topic", "partition", "reason", "since_ms",
