@@ -496,9 +496,10 @@ def judge(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *, now_m
     elif not view.mapping_current:
         pass  # no coordinator source, or it (or P's own partition) lags: only markers-pending explains O
     elif record is None:
-        # "P unknown" needs every covering copy current: an empty or lagging copy may be the one
-        # that would have named P (revision 3.1); such a view proves nothing, so no cause from it.
-        if (view.mapped or view.complete) and not empty and not behind:
+        # "P unknown" is proven only when every covering copy is current: an empty or lagging copy
+        # may be the one that would have named P (revision 3.1). The cause stands, unverified, with
+        # the reason below; rule 6 does not apply to it.
+        if view.mapped or view.complete:
             cause, verified = "coordinator-unaware", True
     else:
         status, cause = _decide(txn, record, view, now_ms, thresholds)

@@ -8,10 +8,12 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 from kafka import KafkaConsumer
@@ -112,13 +114,33 @@ def test_run_against_broker_with_all_sinks_and_restart(spark, tmp_path):
         assert len(resumed) >= 3 and ran[-1] < resumed[0] <= ran[-1] + 2
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape_samples(url: str) -> dict:
+    """{(sample name, sorted labels): value} of one scrape; {} while the endpoint is not up yet."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    return {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
+            for fam in text_string_to_metric_families(text) for smp in fam.samples}
+
+
 @pytest.mark.spark
 def test_run_subprocess_logs_progress_and_stops_on_sigterm(tmp_path):
     sc = write_scenario("write-after-marker", tmp_path / "logs", seed=5)
     conf = tmp_path / "t.toml"
+    port = free_port()
     conf.write_text(f'cluster = "sub"\n[sinks]\nenabled = ["jsonl"]\njsonl_path = "{tmp_path / "a.jsonl"}"\n'
                     f'[streaming]\ncheckpoint = "{tmp_path / "ck"}"\ntrigger_interval = "1 second"\n'
-                    f'shuffle_partitions = 2\n')
+                    f'shuffle_partitions = 2\n[metrics]\nport = {port}\n')
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     log = open(tmp_path / "stderr.log", "w")  # a file, not a pipe: Spark logs enough to fill a pipe
     proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--source", "segments", "--path",
@@ -129,6 +151,18 @@ def test_run_subprocess_logs_progress_and_stops_on_sigterm(tmp_path):
         while not read_jsonl(str(tmp_path / "a.jsonl")) and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.5)
         assert read_jsonl(str(tmp_path / "a.jsonl")), (tmp_path / "stderr.log").read_text()[-3000:]
+        # The running job's Prometheus endpoint, scraped over HTTP: the scenario plants exactly one
+        # hanging transaction, of cause write-after-marker, and nothing late.
+        want = {("txnwatch_hanging_transactions", (("cause", "write-after-marker"), ("cluster", "sub"))): 1.0,
+                ("txnwatch_late_transactions", (("cluster", "sub"),)): 0.0,
+                ("txnwatch_alerts_total", (("cluster", "sub"), ("status", "hanging"))): 1.0}
+        seen: dict = {}
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen = scrape_samples(f"http://127.0.0.1:{port}/metrics")
+            if all(seen.get(k) == v for k, v in want.items()):
+                break
+            time.sleep(0.5)
+        assert {k: seen.get(k) for k in want} == want
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=90)
     finally:

@@ -10,7 +10,9 @@ docs/runbook.md (docs/ui/*.png): empty, busy (200 open findings) and an outage.
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,7 +38,10 @@ from tests.ui_browser import (
 )
 from tests.ui_samples import batch_stats, busy_findings, positions, synthetic, with_facts
 
-SHOTS = ROOT / "docs" / "ui"
+# Screenshots go to a temporary directory so a test run never rewrites the tracked docs/ui/*.png;
+# TXNWATCH_UPDATE_SCREENSHOTS=1 writes them into docs/ui (to refresh the runbook's pictures).
+SHOTS = (ROOT / "docs" / "ui" if os.environ.get("TXNWATCH_UPDATE_SCREENSHOTS") == "1"
+         else Path(tempfile.mkdtemp(prefix="txnwatch-shots-")))
 MIN = 60_000
 
 

@@ -8,6 +8,7 @@ sync, no QUIC, no background traffic) and give every browser a fresh profile.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -29,16 +30,24 @@ def _which(names: tuple[str, ...]) -> str | None:
     return None
 
 
+def _missing(reason: str) -> None:
+    """Skip on a developer's machine; fail in CI (``CI`` set), where ``make test`` installs the
+    browser, so a broken install step can never pass as a green run with the page untested."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} and CI is set: the status-page tests must run in CI")
+    pytest.skip(reason)
+
+
 def require_browser() -> tuple[str, str]:
-    """(chromium, chromedriver) paths, or skip with the install command (``make test`` installs them)."""
+    """(chromium, chromedriver) paths; otherwise skip with the install command, or fail under CI."""
     try:
         import selenium  # noqa: F401
     except ImportError:
-        pytest.skip("selenium is not installed (pip install -e '.[test]')")
+        _missing("selenium is not installed (pip install -e '.[test]')")
     browser, driver = _which(CHROMIUM_CANDIDATES), _which(DRIVER_CANDIDATES)
     if not browser or not driver:
-        pytest.skip("headless Chromium not installed: apt-get install -y chromium chromium-driver "
-                    "(scripts/bootstrap.sh does this)")
+        _missing("headless Chromium not installed: apt-get install -y chromium chromium-driver "
+                 "(scripts/bootstrap.sh does this)")
     return browser, driver
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from streaming.simulate.encode import COMMIT
-from udfs.model import CONTROL_EMPTY, CONTROL_NONE
-from udfs.pairing import Step, pair
 
 TXN_STATE_TOPIC = "__transaction_state"
 EPOCH_MAX = 32767  # Short.MAX_VALUE
-EMPTY_CONTROL = CONTROL_EMPTY  # control_type of a count-0 control batch left by the cleaner
-DATA = CONTROL_NONE  # control_type of a data batch
+# BatchInfo.control_type codes besides ControlRecordType's ABORT 0 / COMMIT 1 (the same numbers the
+# decoders use, kept here so the simulator imports nothing of the product's rules).
+EMPTY_CONTROL = -2  # control batch with no record, left by the cleaner on a compacted topic
+DATA = -1  # not a control batch
 TXN_ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms default
 DELETE_RETENTION_MS = 24 * 3600 * 1000  # delete.retention.ms default
 
@@ -100,47 +100,43 @@ class ProducerStateEntry:
 
 
 def apply_batch(state: dict[int, ProducerStateEntry], b: BatchInfo) -> None:
-    """The broker's ProducerStateEntry update for one appended batch (``ProducerAppendInfo.append``,
-    kafka-formats.md §3.4, §8.4.6). Which batch opens, joins or closes a transaction is the
-    product's rule (:func:`udfs.pairing.pair`); the epoch, sequence and timestamp bookkeeping that
-    the snapshot files need is the broker's."""
+    """The broker's producer-state update for one appended batch, written from Kafka's source and
+    not from txnwatch's pairing rule, so that the scenarios stay an outside truth
+    (``ProducerAppendInfo.append`` / ``appendDataBatch`` / ``appendEndTxnMarker`` and
+    ``ProducerStateEntry.addBatch`` / ``update``, storage/src/main/java/org/apache/kafka/storage/
+    internals/log/, apache/kafka trunk of 2024-10):
+
+    - only batches with a producer id reach it (``RecordBatch.hasProducerId``; legacy messages have
+      none);
+    - a control batch with no record changes nothing ("the entire transaction has been cleaned
+      from the log");
+    - a marker sets the entry's epoch (clearing cached batch metadata when it changes), its
+      coordinator epoch and last timestamp, and clears ``currentTxnFirstOffset``;
+    - a data batch sets the epoch the same way, caches its sequence/offset metadata and timestamp,
+      and opens a transaction at its base offset when it is transactional and none is open.
+    """
     if b.producer_id < 0 or b.legacy:
         return
-    e = state.get(b.producer_id)
-    step = pair(
-        e is not None and e.txn_first_offset >= 0,
-        transactional=b.is_transactional,
-        control=b.is_control,
-        producer_id=b.producer_id,
-    )
-    if b.control_type == EMPTY_CONTROL:
-        # ProducerAppendInfo.append ignores an empty control batch entirely, udfs.pairing closes
-        # on it; here they agree: the cleaner empties a marker only once no batch of its
-        # transaction is left (see udfs.pairing), so nothing of this producer is open.
-        if e is not None and step is Step.CLOSE:
-            e.txn_first_offset = -1
+    if b.is_control and b.control_type == EMPTY_CONTROL:
         return
+    e = state.get(b.producer_id)
     if e is None:
         e = state[b.producer_id] = ProducerStateEntry()
     if b.producer_epoch != e.epoch:
-        # maybeUpdateProducerEpoch: an epoch change clears the cached batch metadata
+        # ProducerStateEntry.maybeUpdateProducerEpoch: an epoch change clears the batch metadata
         e.epoch = b.producer_epoch
         e.last_seq, e.last_offset, e.offset_delta = -1, -1, 0
-    if b.control_type == DATA:
-        if b.record_count > 0 or b.base_sequence >= 0:
-            e.last_seq = (
-                -1 if b.base_sequence < 0 else wrap_seq(b.base_sequence, b.last_offset - b.base_offset)
-            )
-            e.last_offset = b.last_offset
-            e.offset_delta = b.last_offset - b.base_offset
-    else:
-        e.coordinator_epoch = b.coordinator_epoch
     e.timestamp = b.max_timestamp
-    if step is Step.OPEN:
-        e.txn_first_offset = b.base_offset
-    elif step is Step.CLOSE:
+    if b.is_control:
+        e.coordinator_epoch = b.coordinator_epoch
         e.txn_first_offset = -1
-
+        return
+    if b.record_count > 0 or b.base_sequence >= 0:
+        e.last_seq = -1 if b.base_sequence < 0 else wrap_seq(b.base_sequence, b.last_offset - b.base_offset)
+        e.last_offset = b.last_offset
+        e.offset_delta = b.last_offset - b.base_offset
+    if b.is_transactional and e.txn_first_offset < 0:
+        e.txn_first_offset = b.base_offset
 
 
 @dataclass

@@ -64,9 +64,9 @@ from streaming.simulate.encode import (
     encode_txn_tombstone_batch,
     encode_txn_value_v0,
     encode_txn_value_v1,
+    txn_state_partition,
 )
 from streaming.simulate.producers import IdempotentProducer, TransactionalProducer
-from udfs.partitioning import txn_state_partition
 
 _ATTR_LOG_APPEND_TIME = 0x08
 

@@ -27,9 +27,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from crc32c import crc32c
 
-from udfs.model import SNAPSHOT_ENTRY_KEYS
-from udfs.partitioning import java_string_hash, kafka_abs, txn_state_partition
-
 __all__ = [
     "ABORT",
     "COMMIT",
@@ -65,6 +62,13 @@ __all__ = [
 RECORD_BATCH_OVERHEAD = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD
 MARKER_BATCH_SIZE = 78  # 61-byte header + 17-byte control record (§3.1)
 SNAPSHOT_ENTRY_SIZE = 46  # ProducerSnapshot v1 entry (§6)
+
+# Field names of one ProducerSnapshot v1 entry, in ProducerStateManager's PRODUCER_SNAPSHOT_ENTRY_SCHEMA
+# order (ProducerId, Epoch, LastSequence, LastOffset, OffsetDelta, Timestamp, CoordinatorEpoch,
+# CurrentTxnFirstOffset). The simulator is the tests' oracle, so it names them itself rather than
+# borrowing the decoders' table.
+SNAPSHOT_ENTRY_KEYS = ("producer_id", "producer_epoch", "last_sequence", "last_offset", "offset_delta",
+                       "timestamp", "coordinator_epoch", "current_txn_first_offset")
 
 ABORT = 0  # ControlRecordType.ABORT
 COMMIT = 1  # ControlRecordType.COMMIT
@@ -573,13 +577,32 @@ assert _SNAPSHOT_ENTRY.size == SNAPSHOT_ENTRY_SIZE
 SnapshotEntry = Mapping[str, int] | Sequence[int]
 
 
+def java_string_hash(s: str) -> int:
+    """``java.lang.String.hashCode`` as its Javadoc defines it: s[0]*31^(n-1) + ... + s[n-1] over the
+    UTF-16 code units, in int arithmetic (wrapping at 32 bits)."""
+    units = struct.unpack(f">{len(s.encode('utf-16-be')) // 2}H", s.encode("utf-16-be"))
+    n = len(units)
+    h = sum(u * pow(31, n - 1 - i, 1 << 32) for i, u in enumerate(units)) % (1 << 32)
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def kafka_abs(n: int) -> int:
+    """``org.apache.kafka.common.utils.Utils.abs``: Integer.MIN_VALUE gives 0, not itself."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def txn_state_partition(transactional_id: str, partition_count: int = 50) -> int:
+    """``TransactionStateManager.partitionFor``: Utils.abs(transactionalId.hashCode) % partition count."""
+    return kafka_abs(java_string_hash(transactional_id)) % partition_count
+
+
 def encode_snapshot(entries: Iterable[SnapshotEntry]) -> bytes:
     """A producer-state ``.snapshot`` file, ``ProducerSnapshot`` version 1 (§6): version int16 1,
     CRC-32C (uint32) over bytes [6, EOF), int32 entry count, 46-byte entries (ProducerId int64,
     Epoch int16, LastSequence int32, LastOffset int64, OffsetDelta int32, Timestamp int64,
     CoordinatorEpoch int32, CurrentTxnFirstOffset int64).
 
-    An entry is a mapping with the ``udfs.model.SNAPSHOT_ENTRY_KEYS`` names or a tuple in that
+    An entry is a mapping with the :data:`SNAPSHOT_ENTRY_KEYS` names or a tuple in that
     field order. Entries are written in the given order (the broker writes HashMap order).
     """
     rows = []

@@ -15,7 +15,7 @@ from typing import Any
 
 from streaming.simulate.broker_state import TXN_ID_EXPIRATION_MS, ScenarioError
 from streaming.simulate.cluster_log import ClusterLog
-from udfs.partitioning import txn_state_partition
+from streaming.simulate.encode import txn_state_partition
 
 DEFAULT_MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms default
 DEFAULT_PADDING_MS = 300_000
