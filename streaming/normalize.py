@@ -291,14 +291,15 @@ def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, 
     the last one says it all, and the first one is the routing event (a new producer id: the old
     one learns it was superseded, ``route_coordinator_records``). Kept: every tombstone, the
     first and last record of every run, and, for records without TransactionStartTimestampMs
-    (text dumps before 4.1), each record that moved its id to Ongoing: the state infers the
-    transaction's start from it. ``partitionLeaderEpoch`` only grows along a partition, so the
+    (text dumps before 4.1), each record that moved its id to Ongoing and the Complete*/Empty
+    record before it: the state bounds the transaction's start by them. ``partitionLeaderEpoch`` only grows along a partition, so the
     last record of a run also carries the run's highest coordinator epoch.
     """
     n = len(records)
     keep = [False] * n
     prev_key: dict[Any, Any] = {}
     prev_state: dict[Any, Any] = {}
+    prev_idx: dict[Any, int] = {}
     run_keys = []
     for i, r in enumerate(records):
         tid = r["transactional_id"]
@@ -309,8 +310,13 @@ def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, 
             keep[i] = True
         elif state == "Ongoing" and r.get("txn_start_ts") is None and prev_state.get(tid) != "Ongoing":
             keep[i] = True
+            # and the id's Complete*/Empty record before it: its time bounds the start from below
+            # (detection.md §3.1, coordinator-stuck on text dumps)
+            if prev_state.get(tid) in ("Empty", "CompleteCommit", "CompleteAbort"):
+                keep[prev_idx[tid]] = True
         prev_key[tid] = key
         prev_state[tid] = state
+        prev_idx[tid] = i
     next_key: dict[Any, Any] = {}
     for i in range(n - 1, -1, -1):
         tid = records[i]["transactional_id"]

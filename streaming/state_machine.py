@@ -365,11 +365,13 @@ class ProducerState:
         # The id's previous Complete*/Empty record (detection.md §3.1): its update time bounds the
         # start of the id's next transaction from below (TransactionMetadata.prepareTransitionTo
         # sets txnStartTimestamp only on the move to Ongoing, after it).
-        if state in FINAL_STATES:
+        exact = start is not None
+        if exact:
+            prev_final = None  # the start is written: no bound needed
+        elif state in FINAL_STATES:
             prev_final = update
         else:
             prev_final = prev.get("prev_final_ts") if prev.get("producer_id") == pid else None
-        exact = start is not None
         if start is None and state == "Ongoing":
             # Text dumps before 4.1 do not print TransactionStartTimestampMs. The record that moved
             # the id to Ongoing carries txnLastUpdateTimestamp = txnStartTimestamp
