@@ -467,8 +467,8 @@ def judge(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *, now_m
     skew = open_ms < 0 or idle_ms < 0 or (proof is not None and proof.clock_skew)
     open_ms, idle_ms = max(open_ms, 0), max(idle_ms, 0)
     c = record
-    if dt is not None and dt.found and dt.producer_id == txn.producer_id:
-        c = _described_record(dt, record)  # the broker's own word decides (§0)
+    if dt is not None:  # the broker's own word decides (§0)
+        c = _described_record(dt, record) if dt.found and dt.producer_id == txn.producer_id else None
     threshold = threshold_for(thresholds, c if c is not None else record)
     base = dict(threshold_ms=threshold, open_ms=open_ms, idle_ms=idle_ms, clock_skew=skew)
     if open_ms <= threshold:
