@@ -4,9 +4,9 @@
 setup:
 	./scripts/bootstrap.sh
 
-# The demo needs no browser: skip the Chromium install that only the status-page tests use.
+# The demo needs no browser and no kubectl: skip the installs that only tests use.
 demo:
-	TXNWATCH_SKIP_BROWSER=1 ./scripts/bootstrap.sh
+	TXNWATCH_SKIP_BROWSER=1 TXNWATCH_SKIP_KUBECTL=1 ./scripts/bootstrap.sh
 	.venv/bin/txnwatch demo
 
 test: setup

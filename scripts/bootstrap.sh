@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv (Python 3.11+) with txnwatch and its test extras, after checking for Java 17+,
 # and installs headless Chromium + its WebDriver (Debian packages) for the status-page browser
-# tests when they are missing. Idempotent: re-running only reinstalls when pyproject.toml changed.
+# tests and kubectl (Debian's kubernetes-client) for the manifest tests when they are missing. Idempotent: re-running only reinstalls when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +45,25 @@ if [ "${TXNWATCH_SKIP_BROWSER:-0}" != "1" ] && ! { command -v chromium >/dev/nul
     echo "txnwatch: could not install chromium + chromium-driver (needs apt-get and root or passwordless sudo)." >&2
     echo "          Install them yourself (Debian/Ubuntu: apt-get install chromium chromium-driver), or set" >&2
     echo "          TXNWATCH_SKIP_BROWSER=1 to run without the browser tests (they are then skipped)." >&2
+    exit 3
+  fi
+fi
+
+# The Kubernetes manifests' tests (tests/test_deploy_kubernetes.py) render deploy/kubernetes with
+# `kubectl kustomize` (Debian's kubernetes-client). TXNWATCH_SKIP_KUBECTL=1 skips this step; the
+# tests then skip outside CI and fail under CI=true.
+if [ "${TXNWATCH_SKIP_KUBECTL:-0}" != "1" ] && ! command -v kubectl >/dev/null 2>&1; then
+  echo "txnwatch: installing kubernetes-client (kubectl) for the manifest tests (apt-get)..." >&2
+  sudo_cmd=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo_cmd="sudo -n"; fi
+  fi
+  if ! command -v apt-get >/dev/null 2>&1 || \
+     ! { $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
+         $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -q kubernetes-client >/dev/null; }; then
+    echo "txnwatch: could not install kubernetes-client (needs apt-get and root or passwordless sudo)." >&2
+    echo "          Install kubectl yourself (Debian/Ubuntu: apt-get install kubernetes-client), or set" >&2
+    echo "          TXNWATCH_SKIP_KUBECTL=1 to run without the manifest rendering tests (skipped; under CI they fail)." >&2
     exit 3
   fi
 fi

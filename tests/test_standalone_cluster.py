@@ -3,7 +3,8 @@
 A master and one worker (1 core, 1 GiB) are started on loopback from the pyspark installation
 (``spark-class org.apache.spark.deploy.master.Master`` / ``...worker.Worker``), ``txnwatch scan``
 is submitted with ``scripts/txnwatch_submit.py``, and its alerts must equal those of the same scan
-run in-process on the local session. The worker's application directory and the master's list of
+run in-process on the local session; then the always-on job (``run --once``) is submitted to the same
+cluster and must write the scenario's finding. The worker's application directory and the master's list of
 completed applications prove that the tasks ran on the cluster's executor, not in local mode.
 Master, worker (and its executors) are always killed by process group.
 """
@@ -169,6 +170,11 @@ def standalone_cluster(base: Path) -> Iterator[Standalone]:
 
 
 def submit_scan(cl: Standalone, base: Path, log_dir: Path, as_of_ms: int) -> tuple[int, str, str]:
+    return submit(cl, base, ["scan", str(log_dir), "--json", "--as-of", str(as_of_ms)])
+
+
+def submit(cl: Standalone, base: Path, txnwatch_args: list[str]) -> tuple[int, str, str]:
+    """spark-submit ``scripts/txnwatch_submit.py`` with these txnwatch arguments to the cluster."""
     py = sys.executable
     cmd = [str(spark_home() / "bin" / "spark-submit"),
            "--master", cl.url,
@@ -182,7 +188,7 @@ def submit_scan(cl: Standalone, base: Path, log_dir: Path, as_of_ms: int) -> tup
            "--conf", "spark.driver.host=127.0.0.1",
            "--conf", "spark.driver.bindAddress=127.0.0.1",
            "--conf", "spark.ui.enabled=false",
-           str(LAUNCHER), "scan", str(log_dir), "--json", "--as-of", str(as_of_ms)]
+           str(LAUNCHER), *txnwatch_args]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                          cwd=base, env=cl.env, start_new_session=True)
     try:
@@ -239,6 +245,23 @@ def test_spark_submit_to_standalone_cluster(tmp_path, spark):
         assert apps[app_id]["state"] == "FINISHED"
         assert apps[app_id]["name"].startswith("txnwatch")
         assert f"Connected to Spark cluster with app ID {app_id}" in err
+
+        # The always-on job itself (run --once over the log dir), submitted to the same cluster:
+        # its streaming query runs on the cluster's executor and writes the scenario's finding.
+        conf = tmp_path / "run.toml"
+        conf.write_text(f'cluster = "default"\n[sinks]\nenabled = ["jsonl"]\njsonl_path = "{tmp_path / "run.jsonl"}"\n'
+                        f'[streaming]\ncheckpoint = "{tmp_path / "run-ck"}"\nshuffle_partitions = 2\n')
+        rc, _out, err = submit(cl, tmp_path, ["run", "--source", "segments", "--path", str(sc.root), "--once",
+                                              "--config", str(conf)])
+        tail = "\n".join(err.splitlines()[-60:])
+        assert rc == 0, f"run --once exit code {rc}; stderr tail:\n{tail}"
+        run_apps = sorted(set(cl.work_dir.glob("app-*")) - set(app_dirs))
+        assert len(run_apps) == 1 and sorted(run_apps[0].glob("*/stderr")), run_apps
+        run_exec_log = "\n".join(f.read_text(errors="replace") for f in sorted(run_apps[0].glob("*/stderr")))
+        assert "Running task" in run_exec_log, run_exec_log[-3000:]
+        from streaming.sinks.jsonl import read_jsonl
+
+        run_alerts = read_jsonl(str(tmp_path / "run.jsonl"))
     t_down = time.monotonic()
 
     # The same scan in-process (local session): identical alerts, every field.
@@ -251,6 +274,11 @@ def test_spark_submit_to_standalone_cluster(tmp_path, spark):
     assert len(remote) == len(sc.expected) == 1
     for got, want in zip(remote, sc.expected, strict=True):
         assert {k: got[k] for k in want} == want
+    # the job's stream gives the same finding (its clock is the newest timestamp of the log)
+    assert len(run_alerts) == len(sc.expected)
+    for got, want in zip(run_alerts, sc.expected, strict=True):
+        assert {k: got[k] for k in want if k not in ("open_ms", "idle_ms")} == \
+            {k: v for k, v in want.items() if k not in ("open_ms", "idle_ms")}
 
     print(f"\nstandalone: cluster up {t_up - t0:.1f}s, spark-submit {t_submit - t_up:.1f}s, "
           f"teardown {t_down - t_submit:.1f}s, local scan {time.monotonic() - t_down:.1f}s")
