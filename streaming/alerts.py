@@ -21,12 +21,14 @@ from typing import Any
 
 from streaming.broker_evidence import BrokerEvidence, LookbackResult
 from streaming.verdict import (
+    DescribedTransaction,
     DescribeProducersAnswer,
     EpochEvidence,
     Marker,
     OpenTxn,
     Thresholds,
     Verdict,
+    described_from_answer,
     evidence_from_dict,
     judge,
     txn_from_dict,
@@ -496,8 +498,20 @@ class Enricher:
             txn, ev, note = self._broker_evidence(row["key"], txn, ev)
             if doc.get("probe"):
                 txn, span = self._span(row["key"], txn)
+            view = replace(view, described=self._described(row["key"], row.get("transactional_id"), now_ms))
         v = judge(txn, view, ev, now_ms=now_ms, thresholds=Thresholds(**doc["thresholds"]))
         return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note, span)
+
+    def _described(self, key: str, transactional_id: str | None, now_ms: int) -> DescribedTransaction | None:
+        """The coordinator's current state and partition set for P's transactional id
+        (DescribeTransactions, 3.0+): it decides ownership instead of the log's record (detection.md
+        §3.1: the withdrawn "marker landed" rule's replacement). Asked once per finding and clock."""
+        if not transactional_id:
+            return None
+        cache = self.answers.setdefault(key, {})
+        if cache.get("dt_at") != now_ms:
+            cache["dt"], cache["dt_at"] = self.broker.describe_transaction(transactional_id), now_ms
+        return described_from_answer(cache["dt"])
 
     def _span(self, key: str, txn: OpenTxn) -> tuple[OpenTxn, dict[str, Any] | None]:
         """Probe mode: the state knows O's first batch only; its extent (data-loss preview, last

@@ -541,11 +541,13 @@ def _decide(txn: OpenTxn, c: CoordinatorRecord, view: CoordinatorView, now_ms: i
     """(status, cause) given C, the coordinator's record for P (detection.md §3.1, Kafka's
     find-hanging rule: O is covered iff tp is in the coordinator's current partition set)."""
     parts = c.partitions or ()
-    owns = c.state in OPEN_TXN_STATES and txn.tp in parts
+    # PrepareEpochFence (KIP-360, in memory: DescribeTransactions may show it) keeps the partitions
+    # and goes on to PrepareAbort (TransactionCoordinator.prepareFenceProducerEpoch): markers follow.
+    owns = c.state in (*OPEN_TXN_STATES, "PrepareEpochFence") and txn.tp in parts
     if not owns:
         return "hanging", ("write-after-marker" if _late_write(txn, c, view.txn_version)
                            else "coordinator-finished-without-partition")
-    if c.state in PREPARE_STATES:
+    if c.state in (*PREPARE_STATES, "PrepareEpochFence"):
         # The coordinator decided; its marker will close O whatever the timestamps say (revision 3).
         return "late", "markers-pending"
     if c.two_phase_commit:
@@ -555,6 +557,22 @@ def _decide(txn: OpenTxn, c: CoordinatorRecord, view: CoordinatorView, now_ms: i
     if _stuck(c, now_ms, thresholds.padding_ms):
         return "late", "coordinator-stuck"
     return "late", "long-transaction"
+
+
+def described_from_answer(d: dict[str, Any] | None) -> DescribedTransaction | None:
+    """A DescribeTransactions answer as ``streaming.broker_confirm`` returns it (None: unsupported,
+    unreachable or not authorized = unknown; ``error`` TRANSACTIONAL_ID_NOT_FOUND = the coordinator
+    does not know the id) → :class:`DescribedTransaction`."""
+    if d is None:
+        return None
+    if d.get("error"):
+        return DescribedTransaction(found=False) if d["error"] == "TRANSACTIONAL_ID_NOT_FOUND" else None
+    start = d.get("start_ms")
+    return DescribedTransaction(found=True, state=d.get("state"), producer_id=int(d["producer_id"]),
+                                producer_epoch=int(d.get("producer_epoch", -1)),
+                                partitions=tuple(d.get("partitions") or ()),
+                                timeout_ms=int(d.get("timeout_ms", -1)),
+                                start_ts=int(start) if start is not None and start >= 0 else -1)
 
 
 def to_dict(obj: OpenTxn | CoordinatorView | EpochEvidence) -> dict[str, Any]:

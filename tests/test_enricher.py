@@ -169,3 +169,49 @@ def test_file_inputs_coordinator_partitions_stay_read_while_the_clock_moves():
     live = [dict(r, source="kafka") for r in txn_progress(NOW - 60_000, [0, 1, 2])]
     assert brief(Enricher(AlertConfig()).process(rows, live)) == [
         ("hanging", "exceeds-max-timeout", False, None, "unknown", [0, 1, 2], False)]
+
+
+class DescribingBroker(FakeBroker):
+    """DescribeTransactions answers as streaming.broker_confirm returns them (3.0+)."""
+
+    def __init__(self, answer):
+        super().__init__(dp=None)  # DescribeProducers unsupported: only DescribeTransactions answers
+        self.answer = answer
+
+    def describe_transaction(self, transactional_id):
+        self.calls.append(("describe_transaction", transactional_id))
+        return self.answer
+
+
+def marker(first, ts=T0, epoch=0, pid=7, ce=1):
+    return dict(kind="marker", topic="t", partition=0, producer_id=pid, producer_epoch=epoch, first_offset=first,
+                last_offset=first, first_ts=ts, last_ts=ts, batch_count=1, record_count=1, bytes=78, marker="COMMIT",
+                coordinator_epoch=ce, event_time_ms=ts, source="kafka")
+
+
+def test_describe_transactions_decides_a_prepare_record_on_the_live_path():
+    # detection.md §3.1 revision 3: the log's PrepareCommit lists t-0, and a COMMIT marker of the same
+    # epoch sits before O. By the log alone O stays late (markers-pending): only clocks would say the
+    # marker was C's. The coordinator's own answer decides (FindHangingTransactionsCommand
+    # .filterHangingTransactions: tp absent from the description's partitions -> hanging).
+    events = [data(8, epoch=2), marker(9, epoch=2), data(10, epoch=2),
+              coord("PrepareCommit", ["t-0"], txn_partition=2, epoch=2)]
+    rows = state_rows(events, NOW)
+    assert [(r["status"], r["cause"]) for r in rows] == [("late", "markers-pending")]
+    done = {"transactional_id": "app", "state": "CompleteCommit", "producer_id": 7, "producer_epoch": 2,
+            "timeout_ms": 60_000, "start_ms": -1, "partitions": []}
+    e = Enricher(AlertConfig(), broker=DescribingBroker(done))
+    out = e.process(rows, txn_progress(NOW, [0, 1, 2]))
+    # the marker at 9 closed data of its own epoch 2 (not bumped): the late-produce pattern
+    assert [(a["status"], a["cause"], a["verified"], a["unverified_reasons"]) for a in out] == [
+        ("hanging", "write-after-marker", True, [])]
+    assert ("describe_transaction", "app") in e.broker.calls
+    # the coordinator still lists t-0 as pending: late, whatever the log's timestamps
+    pending = dict(done, state="PrepareCommit", partitions=["t-0"])
+    e = Enricher(AlertConfig(), broker=DescribingBroker(pending))
+    out = e.process(rows, txn_progress(NOW, [0, 1, 2]))
+    assert [(a["status"], a["cause"], a["verified"]) for a in out] == [("late", "markers-pending", True)]
+    # no answer (API missing or not authorized): the log decides, late
+    e = Enricher(AlertConfig(), broker=DescribingBroker(None))
+    out = e.process(rows, txn_progress(NOW, [0, 1, 2]))
+    assert [(a["status"], a["cause"]) for a in out] == [("late", "markers-pending")]
