@@ -378,9 +378,15 @@ class ProducerState:
             # (TransactionMetadata.prepareAddPartitions from Empty/Complete*), and every later Ongoing
             # record of the same transaction a later one: the first Ongoing record read after the
             # previous Complete*/Empty is an upper bound of the start. A run of Ongoing records is
-            # only one transaction when the producer epoch does not change (TV2 bumps it at every end).
+            # one transaction only when the producer epoch does not change (TV2 bumps it at every
+            # end) and each record's partition set strictly grows: the coordinator writes an Ongoing
+            # record only for partitions not yet in the transaction
+            # (TransactionCoordinator.handleAddPartitionsToTransaction: "partitions.subsetOf(
+            # txnMetadata.topicPartitions)" replies at once). Anything else means records between
+            # them are missing from the input (a segment left out): a new transaction.
+            new_parts = set(ev.get("txn_partitions") or ())
             same_txn = prev.get("state") == "Ongoing" and prev.get("producer_epoch") == _i(ev.get("producer_epoch")) \
-                and prev.get("producer_id") == pid
+                and prev.get("producer_id") == pid and new_parts > set(prev.get("partitions") or ())
             start = prev.get("start_ts") if same_txn else None
             if start is None:
                 start = update if update is not None and update >= 0 else None

@@ -84,15 +84,17 @@ def test_two_phase_commit_is_late_prepared_2pc_and_its_threshold_is_max_timeout(
 def test_long_transaction_over_text_without_start_is_not_coordinator_stuck(spark, tmp_path, generation):
     # 3.0/3.1 text prints txnLastUpdateTimestamp, not TransactionStartTimestampMs. The producer
     # (timeout 1 h) ran txn 1, committed, and 20 min later started txn 2 (first batch at offset 2,
-    # after txn 1's COMMIT marker of coordinator epoch 3). Given only the coordinator partition's
-    # segments holding the two Ongoing records (the Empty, PrepareCommit and CompleteCommit
-    # records are in segments left out), the two Ongoing records look like one transaction
-    # started 20 min earlier. TransactionMetadata sets txnStartTimestamp on the move to Ongoing,
-    # after the previous Complete*: without that record no start is proven, and txn 2 is within
-    # timeout + padding by its own record -> long-transaction, not coordinator-stuck.
+    # after txn 1's COMMIT marker of coordinator epoch 3). Given the coordinator partition without
+    # the segment holding txn 1's PrepareCommit and CompleteCommit, the two Ongoing records (same
+    # producer id, epoch and partition set) look like one transaction started 20 min earlier.
+    # TransactionMetadata sets txnStartTimestamp on the move to Ongoing, after the previous
+    # Complete*; and TransactionCoordinator.handleAddPartitionsToTransaction writes a further
+    # Ongoing record of one transaction only for partitions it does not hold yet, so a record whose
+    # set does not grow starts another transaction. Txn 2 is within timeout + padding by its own
+    # record -> long-transaction, not coordinator-stuck.
     sc = write_scenario("long-txn-split-txn-log", tmp_path / "logs", seed=11)
     k = sc.notes["txn_partition"]
-    only = {f"__transaction_state-{k}": sc.notes["split_segments"]}
+    only = {f"__transaction_state-{k}": [0, *sc.notes["split_segments"]]}
     want = [("late", "long-transaction", True, [], "reports", 0, 0, 2, 3, "last-marker")]
     assert _scan(spark, sc, render_log_dir(sc.root, tmp_path / "split", generation, only=only)) == want
     # the whole partition dumped: the CompleteCommit before txn 2 bounds its start; same finding

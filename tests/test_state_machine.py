@@ -332,3 +332,26 @@ def test_a_probe_window_after_unread_offsets_forgets_the_last_marker_it_knew():
     assert json.loads(later)["parts"]["t\t0"]["open"]["prev_marker"] is None
     _, same, _ = step([data(3, lso=3)], doc, T0)
     assert json.loads(same)["parts"]["t\t0"]["open"]["prev_marker"]["offset"] == 2
+
+
+def test_text_dump_start_bound_and_a_run_of_ongoing_records_that_is_two_transactions():
+    # Text dumps before 4.1 print no TransactionStartTimestampMs (coord(start=None)). Producer
+    # timeout 60 s; threshold 20 min; stuck needs now - start > 60 s + 5 min padding.
+    # TransactionMetadata sets txnStartTimestamp on the move to Ongoing (after the previous
+    # Complete*/Empty); TransactionCoordinator.handleAddPartitionsToTransaction writes a further
+    # Ongoing record of the same transaction only when a partition is new.
+    now = T0 + TH + 1
+    empty = coord("Empty", None, start=None, updated=T0 - 3_600_000, ts=T0 - 3_600_000)
+    ongoing1 = coord("Ongoing", ["t-0"], start=None, updated=T0 - 1_800_000, ts=T0 - 1_800_000)
+    grows = coord("Ongoing", ["t-0", "t-1"], start=None, updated=T0 - 1_700_000, ts=T0 - 1_700_000)
+    # one transaction (the set grew): started at the first Ongoing after the Empty, 30 min ago -> stuck
+    out, _, _ = step([empty, ongoing1, grows, data(0, ts=T0)], None, now)
+    assert [o["cause"] for o in out] == ["coordinator-stuck"]
+    # same set again, 4 min before now: a record of another transaction (the ones between are not
+    # in the input); its own update time bounds its start: 4 min < 6 min -> long-transaction
+    again = coord("Ongoing", ["t-0"], start=None, updated=now - 240_000, ts=now - 240_000)
+    out, _, _ = step([empty, ongoing1, again, data(0, ts=T0)], None, now)
+    assert [o["cause"] for o in out] == ["long-transaction"]
+    # no Complete*/Empty record read at all: nothing bounds the start from below -> not stuck
+    out, _, _ = step([ongoing1, grows, data(0, ts=T0)], None, now)
+    assert [o["cause"] for o in out] == ["long-transaction"]

@@ -794,9 +794,8 @@ def scenario_long_txn_split_txn_log(
     ``__transaction_state`` records lands in a segment of its own (Empty | Ongoing | Prepare,
     Complete | Ongoing ...). At the evaluation time the second transaction is within timeout +
     padding (late / long-transaction). ``notes["txn_partition"]`` and ``notes["split_segments"]``:
-    the segments holding the two Ongoing records, which a dump of only those (3.0-4.0 text prints
-    no TransactionStartTimestampMs) must not turn into coordinator-stuck: no Complete*/Empty
-    record before the second Ongoing bounds its start."""
+    the segments holding the two Ongoing records; a dump without the segment between them (3.0-4.0
+    text prints no TransactionStartTimestampMs) must not turn into coordinator-stuck."""
     timeout, skew = 3_600_000, -600_000
     c = _cluster(root, seed, base_time_ms)
     c.create_topic("reports", 1, leader_epoch=1)
