@@ -710,3 +710,17 @@ def test_fewer_coordinator_partitions_or_less_proof_never_verify_more():
             assert not vs.verified, (big, small)
         if vs.coordinator_epoch_source == "all-coordinators-max":
             assert vb.coordinator_epoch_source == "all-coordinators-max"
+
+
+def test_rule_6_needs_every_copy_current_not_only_every_partition_read():
+    # revision 3: an epoch of 9 from a view only assumed complete fenced a coordinator using 2.
+    # Nothing maps P, so every partition should cover it; partition 30's copy ends before O began.
+    behind = dataclasses.replace(UNMAPPED_COMPLETE, newest_ts=tuple((p, T0 - 1 if p == 30 else LATE)
+                                                                     for p in range(50)))
+    v = reasons(view=behind, ev=EpochEvidence())
+    assert (v.cause, v.verified, v.unverified_reasons) == ("coordinator-unaware", False, ("coordinator-copy-behind",))
+    assert (v.coordinator_epoch, v.coordinator_epoch_source) == (None, "unknown")
+    # every copy at or after O's first write: rule 6 applies (highest partitionLeaderEpoch, 13)
+    current = dataclasses.replace(UNMAPPED_COMPLETE, newest_ts=tuple((p, T0) for p in range(50)))
+    v = reasons(view=current, ev=EpochEvidence())
+    assert (v.verified, v.coordinator_epoch, v.coordinator_epoch_source) == (True, 13, "all-coordinators-max")
