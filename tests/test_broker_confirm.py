@@ -67,8 +67,12 @@ def _finding_evidence(root: Path, f: dict) -> tuple[OpenTxn, EpochEvidence]:
     last = None
     if markers:
         b, d = markers[-1]
+        # the data the marker closed: P's data batches after its previous marker (bumped or not)
+        before = markers[-2][0].base_offset if len(markers) > 1 else -1
+        closed = [x.producer_epoch for x, _ in mine if not x.is_control and before < x.base_offset < b.base_offset]
         last = Marker(b.base_offset, b.producer_epoch, _control_coordinator_epoch(d, b),
-                      "COMMIT" if b.control_type == 1 else "ABORT", b.max_timestamp)
+                      "COMMIT" if b.control_type == 1 else "ABORT", b.max_timestamp,
+                      closed_epoch=max(closed) if closed else None)
     txn = OpenTxn(topic, part, pid, first, data[-1].last_offset, data[0].base_timestamp, data[-1].max_timestamp,
                   max(b.producer_epoch for b, _ in mine), data[0].producer_epoch, prev_marker=last)
     return txn, EpochEvidence(last_marker=last)
@@ -404,6 +408,12 @@ def test_live_enrichment_uses_describe_producers_where_the_broker_has_it(tmp_pat
     sc = live_scenario(tmp_path)
     f = sc.expected[0]
     with FakeKafkaBroker(sc.root, broker_version=version) as broker:
+        # The coordinator holds what its __transaction_state says (TransactionStateManager
+        # .loadTransactionsForTxnTopicPartition): late-writer's last transaction committed, orders-0
+        # not in it. The fake does not load staged logs, so it is told; without this it would answer
+        # TRANSACTIONAL_ID_NOT_FOUND, which (the coordinator's word outranking the log, detection.md
+        # §0) makes the finding coordinator-unaware.
+        broker.set_transaction("late-writer", producer_id=f["producer_id"], producer_epoch=0, state="CompleteCommit")
         wire = KafkaWire(broker.bootstrap_servers, request_timeout_ms=3000, retries=2)
         try:
             with _confirm(broker, lookback=KafkaLookback(wire)) as confirm:
@@ -421,7 +431,6 @@ def test_live_enrichment_uses_describe_producers_where_the_broker_has_it(tmp_pat
     else:
         assert a["coordinator_epoch_source"] == "describe-producers"
         assert a["evidence"]["describe_producers"]["current_txn_start_offset"] == f["first_offset"]
-        # __transaction_state says late-writer's last transaction committed: the coordinator does
-        # not own orders-0 (the fake's coordinator never saw the id: TRANSACTIONAL_ID_NOT_FOUND)
+        # the coordinator says late-writer's last transaction committed: it does not own orders-0
         assert a["confirmed_by"] == ([DESCRIBE_PRODUCERS] if version == (2, 8)
                                      else [DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS])
