@@ -1,5 +1,5 @@
-"""The rule that decides "hanging" and the legacy abort's coordinator epoch (detection.md §3-§4,
-rules v2). Pure: no Spark, no I/O; every input is an explicit argument.
+"""The rule that decides "hanging" and the legacy abort's coordinator epoch (detection.md §0, §3-§4,
+revision 3.1). Pure: no Spark, no I/O; every input is an explicit argument.
 
 ``judge(txn, view, evidence, now_ms=, thresholds=) -> Verdict`` is the only decision. It is called
 twice for one open transaction, with the same dataclasses, by two callers that know different
@@ -26,8 +26,15 @@ default is the *safe* reading (incomplete view, no epoch evidence):
    ``dataclasses.replace``: ``CoordinatorView.partition_count`` (metadata / config
    ``txn_state_partitions``), ``read_partitions`` (the ``__transaction_state`` partitions read up
    to ``now``), ``all_coordinators_max`` (highest ``partitionLeaderEpoch`` over them), and
-   ``EpochEvidence.describe_producers`` (the leader's DescribeProducers entry, live path, 2.8+).
-   It then calls :func:`judge` again and publishes that verdict; it decides nothing itself.
+   ``EpochEvidence.describe_producers`` (the leader's DescribeProducers entry, live path, 2.8+),
+   ``CoordinatorView.described`` (the coordinator's DescribeTransactions answer, live path, 3.0+:
+   it decides ownership instead of the log's record), the currency of the coordinator copies, and
+   a :class:`PartitionProof` of tp (detection.md §0). It then calls :func:`judge` again and
+   publishes that verdict; it decides nothing itself.
+
+Revision 3 / 3.1 (detection.md §0, §3.1): ``verified`` is a proof; every missing proof is a
+stable string in ``Verdict.unverified_reasons``; no verdict, cause or epoch comes from comparing
+two sources' clocks (a clock may only add a reason or turn hanging into late).
 
 Adding global facts never changes ``status`` (late vs hanging depends only on C, which the state
 call already has), except when ``read_partitions`` shows that P's own ``txn_partition`` was not
