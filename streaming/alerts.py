@@ -284,6 +284,9 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         # filled on the live path by streaming.broker_confirm.annotate
         "confirmed_by": None,
         "blocked_groups": None,
+        "lagging_groups": None,
+        "transaction_version": None,
+        "pending_offset_commits": None,
         "stale": None,  # set on re-publication while the partition is unreadable (streaming/availability.py)
         "last_read_ms": None,
         # detection.md §0: each missing proof; empty iff verified (resolutions: empty)

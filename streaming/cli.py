@@ -214,6 +214,9 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
                 findings[key] = entry["alert"]
         finally:
             shutil.rmtree(ck, ignore_errors=True)
+    from streaming.offline_offsets import add_pending_offset_commits
+
+    add_pending_offset_commits(list(findings.values()), paths)
     return _sort_findings(list(findings.values())), gaps
 
 
@@ -277,6 +280,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return run_validate(args.paths, cfg, as_json=args.json)
 
 
+def cmd_abort(args: argparse.Namespace) -> int:
+    from streaming.abort.command import AbortUsageError, run_abort
+
+    cfg = load_config(args.config, overrides={"cluster": args.cluster, "abort.audit_path": args.audit_log})
+    try:
+        return run_abort(args.key, cfg, bootstrap=args.bootstrap_server, alerts_path=args.alerts,
+                         execute=args.execute, yes=args.yes)
+    except AbortUsageError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="txnwatch", description="Find hanging Kafka transactions and print the "
                                 "exact abort commands.")
@@ -335,6 +349,18 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--port", type=int, help="default: ui.port (9465)")
     u.add_argument("--bind", help="default: ui.bind (127.0.0.1)")
     u.set_defaults(func=cmd_ui)
+
+    a = sub.add_parser("abort", help="re-check one hanging finding against the broker and (with --execute) "
+                       "abort it; exit 0 = done/would abort, 4 = refused (nothing sent), 1 = error")
+    a.add_argument("key", help="the alert key cluster/topic/partition/producer_id/first_offset")
+    a.add_argument("--config", help="[kafka] connection and security, [abort] audit log, [sinks] alerts")
+    a.add_argument("--bootstrap-server", help="default: kafka.bootstrap_servers")
+    a.add_argument("--cluster", help="the cluster name the key must carry (default: the config's cluster)")
+    a.add_argument("--alerts", help="JSONL alerts file holding the finding (default: sinks.jsonl_path)")
+    a.add_argument("--audit-log", help="append the audit line here (default: abort.audit_path)")
+    a.add_argument("--execute", action="store_true", help="send the ABORT marker (default: dry run)")
+    a.add_argument("--yes", action="store_true", help="with --execute: do not ask for confirmation")
+    a.set_defaults(func=cmd_abort)
 
     v = sub.add_parser("validate", help="run the data-quality suites over inputs")
     v.add_argument("paths", nargs="+")

@@ -181,6 +181,15 @@ class QualityConfig:
 
 
 @dataclass(frozen=True)
+class AbortConfig:
+    """``[abort]``: the guarded abort, ``txnwatch abort KEY`` (``streaming/abort/``)."""
+
+    audit_path: str = "abort-audit.jsonl"  # every attempt, one JSON line each
+    publish: bool = True  # also publish every attempt on the alerts topic (sinks.kafka_topic) as an abort record
+    lso_wait_ms: int = 30000  # --execute: how long to watch the LSO move past the first offset
+
+
+@dataclass(frozen=True)
 class Config:
     """The effective configuration: the top-level ``cluster`` and one object per TOML table."""
 
@@ -194,6 +203,7 @@ class Config:
     dumps: DumpsConfig = field(default_factory=DumpsConfig)
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     quality: QualityConfig = field(default_factory=QualityConfig)
+    abort: AbortConfig = field(default_factory=AbortConfig)
 
 
 class ConfigError(ValueError):

@@ -20,6 +20,8 @@ optional:
 ``source_lag``   records behind the source's end, as reported by the source.
 ``quarantined``  rows quarantined by the quality gate in this micro-batch.
 ``cluster``      the cluster label (default: the constructor's, else the alerts').
+``transaction_version``  the cluster's finalized ``transaction.version`` (live path; None = not
+                 reported) → ``txnwatch_transaction_version``.
 """
 
 from __future__ import annotations
@@ -81,9 +83,12 @@ class Metrics:
         self.lso_lag = Gauge("txnwatch_lso_lag_records", "High watermark minus last stable offset per partition",
                              tp, registry=r)
         self.blocked_groups = Gauge(
-            "txnwatch_blocked_groups", "Consumer groups committed at or below an open finding's first offset, "
-            "per partition (live path)", ["cluster", "topic", "partition"], registry=r)
+            "txnwatch_blocked_groups", "Consumer groups an open finding holds now at the LSO (the alert's "
+            "blocked_groups), per partition (live path)", ["cluster", "topic", "partition"], registry=r)
         self.late = Gauge("txnwatch_late_transactions", "Open findings with status late", ["cluster"], registry=r)
+        self.transaction_version = Gauge(
+            "txnwatch_transaction_version", "The cluster's finalized transaction.version feature level "
+            "(ApiVersions v3+, KIP-890/KIP-1022; live path, informational)", ["cluster"], registry=r)
         self.hanging = Gauge("txnwatch_hanging_transactions", "Open findings with status hanging, by cause",
                              ["cluster", "cause"], registry=r)
         self.late_partitions = Gauge(
@@ -162,6 +167,10 @@ class Metrics:
         now_ms = now_ms if now_ms is not None else time.time() * 1000.0
         active = [e for e in (stats.get("open_alerts") or {}).values() if isinstance(e, dict)]
         findings = [(e.get("status"), e.get("alert") or {}) for e in active]
+
+        tv = _num(stats.get("transaction_version"))
+        if tv is not None:
+            self.transaction_version.labels(cl).set(tv)
 
         # cluster-wide finding gauges
         late = sum(1 for s, _ in findings if s == LATE)

@@ -184,6 +184,19 @@ def _test_pause(point: str) -> None:
     time.sleep(3600)
 
 
+def _transaction_version(broker: Any) -> int | None:
+    """The live cluster's finalized ``transaction.version`` (streaming.cluster_features); None
+    without a broker or when it does not report features. Never fails a micro-batch."""
+    read = getattr(broker, "transaction_version", None)
+    if read is None:
+        return None
+    try:
+        return read()
+    except Exception:  # informational only
+        log.exception("reading the cluster's transaction.version failed")
+        return None
+
+
 def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availability | None = None) -> Callable:
     """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher.
 
@@ -231,7 +244,9 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
                  "lagging": availability.lagging_by_topic(),
                  "open_alerts": dict(enricher.active), "partitions": dict(enricher.partitions),
                  "open_transactions": enricher.open_transactions(), "now_ms": enricher.clock,
-                 "duration_s": time.monotonic() - t0}
+                 "duration_s": time.monotonic() - t0,
+                 # the cluster's finalized transaction.version (live path; cached by the broker client)
+                 "transaction_version": _transaction_version(enricher.broker)}
         for cb in sinks.on_batch:
             cb(batch_id, stats)
 

@@ -219,7 +219,8 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
         log.warning("metrics on http://0.0.0.0:%d/metrics", metrics.port)
     from streaming.ui import serve_for_job
 
-    ui = serve_for_job(cfg.ui, cfg.streaming, sinks.on_batch, source=f"{name} ({fmt})")
+    ui = serve_for_job(cfg.ui, cfg.streaming, sinks.on_batch, source=f"{name} ({fmt})",
+                       audit_path=cfg.abort.audit_path)
     spark = spark_session(master=cfg.streaming.master, conf=_spark_conf(cfg.streaming))
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}

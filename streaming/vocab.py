@@ -88,6 +88,12 @@ ALERT_FIELDS = (
     "missing_txn_partitions", "epoch_hint", "evidence",
     # the live cluster's confirmation (streaming/broker_confirm.py; null without a broker)
     "confirmed_by", "blocked_groups",
+    # groups behind the finding that still have records to read (issue 25: blocked = held now)
+    "lagging_groups",
+    # the cluster's finalized transaction.version (issue 25; informational, live path only)
+    "transaction_version",
+    # a finding on __consumer_offsets: the group offset commits its transaction holds (issue 25)
+    "pending_offset_commits",
     # a finding re-published while its partition is unreadable (issue 14)
     "stale", "last_read_ms",
     # what a finding's verification lacks (issue 19, detection.md §0): UNVERIFIED_REASONS, empty iff verified

@@ -15,7 +15,8 @@ them (or drop new segment files) while the broker runs; :meth:`refresh` drops al
 
 What is modelled (and how faithfully)
 -------------------------------------
-* **ApiVersions** v0-4. An unsupported ApiVersions version is answered UNSUPPORTED_VERSION in
+* **ApiVersions** v0-4 (v3+: the finalized features set with :meth:`FakeKafkaBroker.finalize_feature`,
+  e.g. ``transaction.version``). An unsupported ApiVersions version is answered UNSUPPORTED_VERSION in
   v0 format (Kafka's ``RequestContext.parseRequest``); the list in that answer is empty before
   2.4 and holds only the ApiVersions range from 2.4 on (KIP-511, ``ApiVersionsRequest
   .getErrorResponse`` of 2.3.0 vs 2.4.0). Advertised ranges: :data:`DEFAULT_API_VERSIONS`, or a
@@ -67,10 +68,19 @@ What is modelled (and how faithfully)
   ``handleListTransactions``): DESCRIBE on the TransactionalId, topics the principal may not
   Describe left out; ids from InitProducerId/AddPartitionsToTxn/EndTxn or
   :meth:`FakeKafkaBroker.set_transaction`. Node 1 is the only coordinator (NOT_COORDINATOR elsewhere).
+* **WriteTxnMarkers** v0-2 (the admin abort): authorization by release, the leader's
+  ``ProducerAppendInfo`` epoch and coordinator-epoch checks (TV2 strict rule on v2 markers), the
+  marker appended and the LSO moved; a hook to change state just before it is handled and
+  per-API request counts. Kept in ``tests/kafka_fake_txn_markers.py`` with its sources.
 * **ListGroups** v0-5 / **OffsetFetch** v1-9 (groups from :meth:`FakeKafkaBroker.commit_offsets`):
   ``KafkaApis.handleListGroupsRequest`` (all groups with DESCRIBE on the cluster, else the
   described ones) and ``handleOffsetFetchRequestFromCoordinator`` (DESCRIBE on the group, topics
   without DESCRIBE answered TOPIC_AUTHORIZATION_FAILED per partition, -1 when nothing is committed).
+  KIP-848 group types (``group_type``): ListGroups v5 answers each group's type and applies the
+  TypesFilter (``GroupMetadataManager.listGroups``); OffsetFetch of a share group answers
+  GROUP_ID_NOT_FOUND (``ShareGroup.validateOffsetFetch``). OffsetFetch v7+ with ``require_stable``
+  answers UNSTABLE_OFFSET_COMMIT for partitions marked with :meth:`FakeKafkaBroker.pend_offset_commits`
+  (``GroupMetadataManager.getOffsets``); the fake does not derive them from ``__consumer_offsets``.
   **FindCoordinator** checks DESCRIBE on the group / transactional id (``KafkaApis.getCoordinator``).
   Only the tables of releases that have an API advertise it (``broker_version``).
 * **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories. Before v4
@@ -199,6 +209,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from tests import kafka_fake_txn_markers as txn_markers
 from tests.kafka_fake_security import DenyRule, SaslAuthenticator, SaslConfig, tls_principal
 
 log = logging.getLogger(__name__)
@@ -230,6 +241,8 @@ GROUP_AUTHORIZATION_FAILED = 30
 NOT_COORDINATOR = 16
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 TRANSACTIONAL_ID_NOT_FOUND = 105
+GROUP_ID_NOT_FOUND = 69
+UNSTABLE_OFFSET_COMMIT = 88
 
 ERROR_CODES = {
     "NONE": NONE,
@@ -273,6 +286,8 @@ DEFAULT_API_VERSIONS: dict[int, tuple[int, int]] = {
     ListTransactionsRequest.API_KEY: (0, 1),
     ListGroupsRequest.API_KEY: (0, 5),
     OffsetFetchRequest.API_KEY: (1, 9),
+    # the admin abort (tests/kafka_fake_txn_markers.py)
+    txn_markers.REQUEST_CLASS.API_KEY: txn_markers.WRITE_TXN_MARKERS_VERSIONS,
 }
 
 _REQUEST_CLASSES = {
@@ -295,6 +310,7 @@ _REQUEST_CLASSES = {
         ListTransactionsRequest,
         ListGroupsRequest,
         OffsetFetchRequest,
+        txn_markers.REQUEST_CLASS,
     )
 }
 
@@ -316,6 +332,7 @@ _API_NAMES = {
     ListTransactionsRequest.API_KEY: "list_transactions",
     ListGroupsRequest.API_KEY: "list_groups",
     OffsetFetchRequest.API_KEY: "offset_fetch",
+    txn_markers.REQUEST_CLASS.API_KEY: txn_markers.WRITE_TXN_MARKERS,
 }
 
 _PARTITION_APIS = ("fetch", "list_offsets", "produce")
@@ -946,7 +963,7 @@ def _array_len(n: int, compact: bool) -> bytes:
     return _uvarint(n + 1) if compact else struct.pack(">i", n)
 
 
-class FakeKafkaBroker:
+class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
     """A fake Kafka cluster (``num_nodes`` brokers in one process) serving a log directory.
 
     Args:
@@ -1539,9 +1556,29 @@ class FakeKafkaBroker:
                 for k, (lo, hi) in sorted(self.api_versions.items())]
 
     # ---------------------------------------------------------------- handlers
+    def finalize_feature(self, name: str, level: int) -> None:
+        """A cluster-wide finalized feature level (KIP-584), e.g. ``transaction.version`` 2 on a
+        4.0 cluster; reported in ApiVersions v3+ with a finalized-features epoch that moves on
+        every change (the offset of the feature record in the metadata log, always >= 0 once set)."""
+        with self._lock:
+            features = dict(getattr(self, "_finalized_features", {}))
+            features[name] = int(level)
+            self._finalized_features = features
+            self._features_epoch = getattr(self, "_features_epoch", -1) + 1
+
     def _on_api_versions(self, node, request, version):
+        extra = {}
+        if version >= 3:
+            # ApiVersionsResponse.json v3+: FinalizedFeaturesEpoch (tag 1, -1 = unknown: the list is
+            # not valid) and FinalizedFeatures (tag 2); a level-0 feature is not listed
+            # (FinalizedFeatures drop level 0, KIP-1022), which readers take as level 0.
+            F = ApiVersionsResponse.FinalizedFeatureKey
+            features = getattr(self, "_finalized_features", {})
+            extra = dict(finalized_features_epoch=getattr(self, "_features_epoch", -1),
+                         finalized_features=[F(name=n, max_version_level=lv, min_version_level=lv)
+                                             for n, lv in sorted(features.items()) if lv > 0])
         return ApiVersionsResponse(version=version, error_code=NONE, api_keys=self._api_version_list(),
-                                   throttle_time_ms=0)
+                                   throttle_time_ms=0, **extra)
 
     def _topic_id(self, topic: str) -> uuid.UUID:
         return uuid.uuid5(_UUID_NS, f"{topic}/{self._topic_generation[topic]}")
@@ -1960,12 +1997,21 @@ class FakeKafkaBroker:
     # from the served log (as the leader's ProducerStateManager does), so it can disagree with what
     # a client read earlier only because the log changed since.
     def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int], *,
-                       protocol_type: str = "consumer", state: str = "Stable") -> None:
-        """Committed offsets of a consumer group (what OffsetCommit would have stored)."""
+                       protocol_type: str = "consumer", state: str = "Stable", group_type: str = "classic") -> None:
+        """Committed offsets of a consumer group (what OffsetCommit would have stored).
+        ``group_type`` (KIP-848): "classic", "consumer" (new protocol) or "share" (keeps no offsets)."""
         with self._lock:
             g = self._groups.setdefault(group_id, {"protocol_type": protocol_type, "state": state, "offsets": {}})
-            g["protocol_type"], g["state"] = protocol_type, state
+            g["protocol_type"], g["state"], g["group_type"] = protocol_type, state, group_type
             g["offsets"].update({(str(t), int(p)): int(o) for (t, p), o in offsets.items()})
+
+    def pend_offset_commits(self, group_id: str, partitions: set[tuple[str, int]] | None) -> None:
+        """Partitions with a transactional offset commit of ``group_id`` not yet ended by a marker
+        (None clears them): what ``GroupMetadataManager.getOffsets`` answers UNSTABLE_OFFSET_COMMIT
+        for when asked with ``require_stable``."""
+        with self._lock:
+            g = self._groups.setdefault(group_id, {"protocol_type": "consumer", "state": "Stable", "offsets": {}})
+            g["pending"] = set(partitions or ())
 
     def set_transaction(self, transactional_id: str, *, producer_id: int, producer_epoch: int, state: str,
                         partitions: set[tuple[str, int]] | None = None, timeout_ms: int = 60000,
@@ -2087,21 +2133,30 @@ class FakeKafkaBroker:
         all_groups = self._authorized("Describe", "Cluster", "kafka-cluster")
         out = []
         if node.node_id == self._nodes[0].node_id:
+            # v5 TypesFilter (KIP-848): GroupMetadataManager.listGroups matches Group.GroupType.parse
+            # (case-insensitive) of each filter against the group's type; empty = every type.
+            types = {t.lower() for t in request.types_filter} if version >= 5 and request.types_filter else None
             for gid, g in sorted(self._groups.items()):
                 if version >= 4 and request.states_filter and g["state"] not in request.states_filter:
                     continue
+                gtype = g.get("group_type", "classic")
+                if types is not None and gtype not in types:
+                    continue
                 if all_groups or self._authorized("Describe", "Group", gid):
                     out.append(ListGroupsResponse.ListedGroup(group_id=gid, protocol_type=g["protocol_type"],
-                                                              group_state=g["state"], group_type="classic"))
+                                                              group_state=g["state"], group_type=gtype))
         return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=NONE, groups=out)
 
-    def _group_partitions(self, group_id: str, topics) -> tuple[int, list[tuple[str, list[tuple[int, int, int]]]]]:
+    def _group_partitions(self, group_id: str, topics,
+                          require_stable: bool = False) -> tuple[int, list[tuple[str, list[tuple[int, int, int]]]]]:
         """(group error, [(topic, [(partition, committed offset, error)])]) as
         KafkaApis.handleOffsetFetchRequestFromCoordinator answers one group: DESCRIBE on the group,
         then topics without DESCRIBE get TOPIC_AUTHORIZATION_FAILED per partition (offset -1); a
         partition without a committed offset gets -1 and no error. ``topics`` None = all."""
         if not self._authorized("Describe", "Group", group_id):
             return GROUP_AUTHORIZATION_FAILED, []
+        if self._groups.get(group_id, {}).get("group_type") == "share":
+            return GROUP_ID_NOT_FOUND, []  # ShareGroup.validateOffsetFetch: "is not a consumer group"
         committed = self._groups.get(group_id, {}).get("offsets", {})
         if topics is None:
             by_topic: dict[str, list[int]] = collections.defaultdict(list)
@@ -2111,10 +2166,14 @@ class FakeKafkaBroker:
             wanted = list(by_topic.items())
         else:
             wanted = [(t.name, list(t.partition_indexes)) for t in topics]
+        pending = self._groups.get(group_id, {}).get("pending", set()) if require_stable else set()
         out = []
         for name, parts in wanted:
             ok = self._authorized("Describe", "Topic", name)
-            out.append((name, [(p, committed.get((name, p), -1) if ok else -1,
+            # GroupMetadataManager.getOffsets (3.8.0): requireStable and a pending transactional
+            # commit on the partition -> offset -1 with UNSTABLE_OFFSET_COMMIT
+            out.append((name, [(p, -1, UNSTABLE_OFFSET_COMMIT) if ok and (name, p) in pending else
+                               (p, committed.get((name, p), -1) if ok else -1,
                                 NONE if ok else TOPIC_AUTHORIZATION_FAILED) for p in parts]))
         return NONE, out
 
@@ -2127,7 +2186,7 @@ class FakeKafkaBroker:
         if version >= 8:
             groups = []
             for g in request.groups:
-                code, topics = self._group_partitions(g.group_id, g.topics)
+                code, topics = self._group_partitions(g.group_id, g.topics, require_stable=bool(request.require_stable))
                 G = R.OffsetFetchResponseGroup
                 groups.append(G(group_id=g.group_id, error_code=code, topics=[
                     G.OffsetFetchResponseTopics(name=t, partitions=[
@@ -2135,7 +2194,8 @@ class FakeKafkaBroker:
                             partition_index=p, committed_offset=o, committed_leader_epoch=-1, metadata="",
                             error_code=e) for p, o, e in parts]) for t, parts in topics]))
             return R(version=version, throttle_time_ms=0, groups=groups)
-        code, topics = self._group_partitions(request.group_id, request.topics)
+        code, topics = self._group_partitions(request.group_id, request.topics,
+                                              require_stable=version >= 7 and bool(request.require_stable))
         T = R.OffsetFetchResponseTopic
         return R(version=version, throttle_time_ms=0, error_code=code, topics=[
             T(name=t, partitions=[T.OffsetFetchResponsePartition(

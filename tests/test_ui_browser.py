@@ -200,6 +200,12 @@ def test_page_over_a_running_job(spark, tmp_path):
                     wait_for(lambda f=field: d.execute_script("return window.__txnwatchLastCopied;")
                              == hanging[f], 10, f"copy of {field}")
                     assert read_clipboard(d) == hanging[field]
+                # the guarded abort's line (streaming/abort): the key needs no shell quoting
+                guarded = f"txnwatch abort {hanging['key']}"
+                d.find_element(By.CSS_SELECTOR, "button.copy[data-copy='cmd-abort-cli']").click()
+                wait_for(lambda: d.execute_script("return window.__txnwatchLastCopied;") == guarded, 10,
+                         "copy of the txnwatch abort line")
+                assert read_clipboard(d) == guarded
                 full_height_screenshot(d, str(SHOTS / "finding.png"), max_height=2000)
 
                 # the operator aborts the coordinator-unaware transaction: its ABORT marker lands

@@ -89,11 +89,17 @@ from udfs.model import (
     TXN_STATES,
     DecodeError,
 )
+from udfs.offsets_text import OffsetsTextError, is_offsets_key, parse_offsets_record
 
 # CONTROL_NOT_PRINTED (udfs.model): a control batch whose record the dump did not print (shallow
 # dump, --skip-record-metadata, elided line): a marker of unknown type, closes like an empty one.
 
 KINDS = ("data", "txn_log", "snapshot", "unknown")
+#: keys of one :attr:`DumpFile.offset_commits` entry: record offset (None when not printed), text
+#: line, the commit's group/topic/partition, committed offset (None = tombstone), the batch's
+#: producer id and transactional flag, and the printing generation (udfs.offsets_text).
+OFFSET_COMMIT_KEYS = ("offset", "line", "group", "topic", "partition", "committed_offset", "producer_id",
+                      "is_transactional", "style")
 
 _I8 = (-(2**7), 2**7 - 1)
 _I16 = (-(2**15), 2**15 - 1)
@@ -145,6 +151,10 @@ _INVALID_BYTES = re.compile(r"^Found (\d+) invalid bytes at the end of (.*)$")
 _ELISION = re.compile(r"^[\[(]?\s*(?:\.{3}|…)")
 _INDEX_LINE = re.compile(r"^(?:offset: -?\d+ position: -?\d+|timestamp: -?\d+ offset: -?\d+)$")
 _TXNINDEX_LINE = re.compile(r"^version: -?\d+ producerId: -?\d+ firstOffset: ")
+# The JVM launcher when kafka-run-class.sh names a DumpLogSegments class this Kafka does not have
+# (the tool is kafka.tools.DumpLogSegments in Scala up to 4.2, org.apache.kafka.tools.DumpLogSegments
+# in Java from 4.3, spec/kafka-dump-log.md): the command printed nothing for its files.
+_NO_MAIN_CLASS = re.compile(r"^Error: Could not find or load main class (\S*DumpLogSegments)\b")
 _EXCEPTION = re.compile(r"^(?:Exception in thread|Snapshot is corrupt|java\.\w|org\.apache\.kafka\.\S+Exception)")
 
 _OLD_TXN_VALUE = re.compile(
@@ -197,6 +207,9 @@ class DumpFile:
     legacy_entries: int = 0
     segment_paths: list[str | None] = field(default_factory=list)
     source: str | None = None
+    #: ``__consumer_offsets`` dumped with ``--offsets-decoder``: one dict per offset-commit record
+    #: (:data:`OFFSET_COMMIT_KEYS`), file order; other coordinator records are not kept.
+    offset_commits: list[dict[str, Any]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.batches["base_offset"])
@@ -389,6 +402,7 @@ class _File:
         self.batch_lines: list[int] = []
         self.txn: list[dict[str, Any]] = []
         self.snap: list[dict[str, Any]] = []
+        self.offsets: list[dict[str, Any]] = []
         self.errors: list[DecodeError] = []
         self.cur: _Batch | None = None
         self.legacy_positions: set[int] = set()
@@ -705,6 +719,9 @@ class _File:
 
     def _record_payload(self, n: int, body: str, offset: int | None, ts: int | None, ksize: int | None,
                         vsize: int | None, ple: int | None) -> None:
+        if self.topic == "__consumer_offsets":
+            self._offsets_payload(n, body, offset)
+            return
         if not self.may_be_txn():
             return
         tail = self._split_tail(body)[1]
@@ -746,6 +763,33 @@ class _File:
             self.error(n, str(exc), offset)
             return
         self.txn.append(rec)
+
+    def _offsets_payload(self, n: int, body: str, offset: int | None) -> None:
+        """An ``--offsets-decoder`` record of ``__consumer_offsets`` (udfs.offsets_text); keys that
+        are not offsets-decoder output (a plain --print-data-log dump) are left alone."""
+        tail = self._split_tail(body)[1]
+        if not tail.startswith("key:"):
+            return
+        key, payload = _split_key_payload(tail[4:].lstrip(" "), None)
+        if not is_offsets_key(key):
+            return
+        what = f"__consumer_offsets record (offset {offset})"
+        try:
+            rec = parse_offsets_record(key, payload)
+        except OffsetsTextError as exc:
+            self.error(n, f"{what}: {exc}", offset)
+            return
+        if rec is None:
+            return
+        b = self.cur
+        pid, txn = -1, False
+        if b is not None and b.f:
+            pid, txn = b.f.get("producer_id", -1), bool(b.f.get("is_txn", False))
+        elif b is not None and b.recs:
+            pid, txn = b.recs[-1]["producer_id"], bool(b.recs[-1]["is_txn"])
+        self.offsets.append({"offset": offset, "line": n, "group": rec.group, "topic": rec.topic,
+                             "partition": rec.partition, "committed_offset": rec.committed_offset,
+                             "producer_id": pid, "is_transactional": txn, "style": rec.style})
 
     def _txn_key(self, n: int, key: str) -> tuple[str | None, int | None, str | None]:
         if key.startswith("transaction_metadata::transactionalId="):  # 2.5 – 4.0
@@ -968,7 +1012,7 @@ class _File:
             batch_lines=np.array(self.batch_lines, dtype=np.int64), first_line=self.first_line,
             last_line=self.last_line, file_offset=self.file_offset, path_source=self.path_source,
             records_printed=self.records_printed, legacy_entries=self.legacy_count, segment_paths=[self.path],
-            source=self.p.source,
+            source=self.p.source, offset_commits=self.offsets,
         )
 
 
@@ -1170,6 +1214,14 @@ class _Parser:
         if _COMMAND.search(body) and _COMMAND_LINE.match(body) and ("--" in body or body.endswith("\\")):
             self.command(body)
             return
+        if c0 == "E" and (m := _NO_MAIN_CLASS.match(body)):
+            f = self.cur if self.cur is not None and not self.cur.content else self.new_file(n)
+            f.error(n, f"the dump did not run: the JVM has no class {m.group(1)} (the tool is "
+                    "kafka.tools.DumpLogSegments up to Kafka 4.2 and org.apache.kafka.tools.DumpLogSegments "
+                    "from 4.3; bin/kafka-dump-log.sh runs the right one): nothing was dumped for "
+                    f"{f.path or 'its files'}")
+            f.last_line = n
+            return
         if _EXCEPTION.match(body):
             f = self.cur if self.cur is not None else self.new_file(n)
             f.error(n, f"the tool failed here: {body[:120]!r} (output after this point is missing)")
@@ -1311,4 +1363,20 @@ def _merge_group(g: list[DumpFile]) -> DumpFile:
         file_offset=first.file_offset, path_source=first.path_source,
         records_printed=all(f.records_printed for f in g), legacy_entries=sum(f.legacy_entries for f in g),
         segment_paths=[p for f in g for p in f.segment_paths], source=first.source,
+        offset_commits=_merged_commits(g),
     )
+
+
+def _merged_commits(g: list[DumpFile]) -> list[dict[str, Any]]:
+    """Offset commits of segments already in offset order; a record offset seen in an earlier
+    segment (overlapping dumps of the same data) is kept once."""
+    seen: set[int] = set()
+    out = []
+    for f in g:
+        for r in f.offset_commits:
+            if r["offset"] is not None:
+                if r["offset"] in seen:
+                    continue
+                seen.add(r["offset"])
+            out.append(r)
+    return out

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("txnwatch")
 
 
-def serve_for_job(ui: UiConfig, streaming: StreamingConfig, on_batch: list, *, source: str):
+def serve_for_job(ui: UiConfig, streaming: StreamingConfig, on_batch: list, *, source: str,
+                  audit_path: str | None = None):
     """Start the page for a running job when ``[ui] enabled``; registers the store's
-    ``observe_batch`` in ``on_batch``. Returns the :class:`~streaming.ui.server.UIServer` or None."""
+    ``observe_batch`` in ``on_batch`` (and, with ``audit_path``, a read of the ``txnwatch abort``
+    audit file on every micro-batch). Returns the :class:`~streaming.ui.server.UIServer` or None."""
     from streaming.ui.settings import UISettings
 
     settings = UISettings.from_config(ui, streaming)
@@ -37,5 +39,17 @@ def serve_for_job(ui: UiConfig, streaming: StreamingConfig, on_batch: list, *, s
         raise ConfigError(f"ui.port/ui.bind: cannot listen on {settings.bind}:{settings.port}: "
                           f"{exc.strerror or exc}") from None
     on_batch.append(store.observe_batch)
+    if audit_path:
+        from streaming.ui.feeds import AuditTail
+
+        tail = AuditTail(audit_path, store)
+
+        def read_audit(_batch_id: int, _stats: dict) -> None:
+            try:
+                tail.poll_once()
+            except Exception:  # the page must never fail a micro-batch
+                log.exception("status page: could not read the abort audit file %s", audit_path)
+
+        on_batch.append(read_audit)
     log.warning("status page on %s", server.url)
     return server

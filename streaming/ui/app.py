@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streaming.config import Config, as_config
-from streaming.ui.feeds import JsonlTail, TopicFeed
+from streaming.ui.feeds import AuditTail, JsonlTail, TopicFeed
 from streaming.ui.server import UIServer
 from streaming.ui.settings import UISettings
 from streaming.ui.store import FindingStore
@@ -40,11 +40,15 @@ def run_ui(cfg: Config | Mapping[str, Any], *, alerts_path: str | None, stop_eve
         signal.signal(signal.SIGINT, _on_signal)
     reader = threading.Thread(target=feed.run, name="txnwatch-ui-feed", daemon=True)
     reader.start()
+    # the abort audit trail (txnwatch abort on this machine; the alerts topic carries it too)
+    audit = AuditTail(cfg.abort.audit_path, store)
+    threading.Thread(target=audit.run, name="txnwatch-ui-audit", daemon=True).start()
     with UIServer(store, settings) as server:
         log.warning("status page on %s (reading %s)", server.url, store.source)
         if on_ready is not None:
             on_ready(server)
         stop.wait()
         feed.stop()
+        audit.stop()
         reader.join(timeout=15)
     return 0

@@ -94,6 +94,39 @@ class JsonlTail:
         self._stop.set()
 
 
+class AuditTail(JsonlTail):
+    """Tail the abort audit file (``[abort] audit_path``, written by ``txnwatch abort``) into the
+    store's per-finding audit trail. A missing file is normal (nobody ran an abort yet) and never
+    turns the page stale; lines that are not abort records are skipped."""
+
+    def poll_once(self) -> int:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return 0
+        ident = (st.st_dev, st.st_ino)
+        if ident != self._ident or st.st_size < self._pos:
+            self._ident, self._pos, self._partial = ident, 0, b""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._pos)
+                chunk = f.read()
+        except OSError:
+            return 0
+        self._pos += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        taken = 0
+        for raw in lines:
+            try:
+                rec = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if isinstance(rec, dict) and rec.get("record_type") == "abort" and self.store.ingest(rec):
+                taken += 1
+        return taken
+
+
 class TopicFeed:
     """Consume the alerts topic from its beginning into ``store`` until :meth:`stop`."""
 

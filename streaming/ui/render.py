@@ -68,6 +68,8 @@ def fmt_value(v: Any, name: str = "") -> str:
         return fmt_duration(v)
     if isinstance(v, bool):
         return "yes" if v else "no"
+    if name == "pending_offset_commits" and isinstance(v, list | tuple):
+        return "; ".join(_held_commit(c) for c in v) if v else "none"
     if isinstance(v, list | tuple):
         return ", ".join(fmt_value(x) for x in v) if v else "none"
     if isinstance(v, dict):
@@ -77,6 +79,16 @@ def fmt_value(v: Any, name: str = "") -> str:
     if isinstance(v, int) and name in ("records", "batches"):
         return f"{v:,}"
     return str(v)
+
+
+def _held_commit(c: Any) -> str:
+    """One entry of ``pending_offset_commits``: "group topic-partition → offset (UNSTABLE_OFFSET_COMMIT)"."""
+    if not isinstance(c, dict):
+        return str(c)
+    if c.get("group") is None:
+        return str(c.get("reason") or "undecoded batch")
+    stable = {True: " (UNSTABLE_OFFSET_COMMIT)", False: " (stable)"}.get(c.get("unstable"), "")
+    return f"{c.get('group')} {c.get('topic')}-{c.get('partition')} → {c.get('committed_offset')}{stable}"
 
 
 def env() -> Environment:
@@ -129,7 +141,8 @@ def not_found_page(what: str) -> str:
 
 # Keys the store adds to a finding view (derived, shown in their own places).
 _DERIVED = frozenset({"url", "group", "cause_text", "age_ms", "current_lso", "current_high_watermark",
-                      "lso_lag_records", "lso_lag_ms", "pins_lso_now", "open", "history", "resolved_at_ms"})
+                      "lso_lag_records", "lso_lag_ms", "pins_lso_now", "open", "history", "resolved_at_ms",
+                      "abort_cli", "audit"})
 
 
 def other_fields(finding: dict[str, Any]) -> list[tuple[str, Any]]:

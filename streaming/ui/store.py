@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -113,10 +114,13 @@ class FindingStore:
         self.open: dict[str, dict[str, Any]] = {}
         self.resolved: dict[str, dict[str, Any]] = {}
         self.history: dict[str, list[dict[str, Any]]] = {}
+        # ``txnwatch abort`` attempts per finding key (audit records, streaming/abort/audit.py)
+        self.audits: dict[str, list[dict[str, Any]]] = {}
         self.unavailable: dict[str, dict[str, Any]] = {}
         self.partitions: dict[str, dict[str, Any]] = {}
         self.open_transactions: list[dict[str, Any]] = []
         self.job: dict[str, Any] = {}
+        self.clusters: dict[str, dict[str, Any]] = {}  # cluster -> {"transaction_version": n}
         self.job_clock_ms: int | None = None
         self.last_update_wall: float | None = None
         self.feed: dict[str, Any] = {"records": 0, "errors": [], "error": None, "position": None}
@@ -137,6 +141,8 @@ class FindingStore:
         if not isinstance(record, dict):
             self._feed_error(f"record is not a JSON object: {str(record)[:80]}")
             return False
+        if record.get("record_type") == "abort":
+            return self._ingest_audit(record)
         key, status = record.get("key"), record.get("status")
         if not isinstance(key, str) or not key:
             self._feed_error(f"record without a key (status {status!r})")
@@ -150,6 +156,9 @@ class FindingStore:
             else:
                 self.unavailable.pop(key, None)
             return True
+        if record.get("transaction_version") is not None and record.get("cluster"):
+            self.clusters.setdefault(str(record["cluster"]), {})["transaction_version"] = \
+                _int(record["transaction_version"])
         if status in OPEN_STATUSES:
             self.resolved.pop(key, None)  # a key re-opened (rare: same first offset re-judged)
             self.open[key] = dict(record)
@@ -222,6 +231,7 @@ class FindingStore:
             "gap_reasons": [str(g.get("reason") or "")[:200] for g in gaps[:5]],
             "alerts": len(stats.get("alerts") or []),
             "source_lag": stats.get("source_lag"),
+            "transaction_version": _int(stats.get("transaction_version")),
         }
         self.last_update_wall = self._wall()
         self.version += 1
@@ -280,6 +290,8 @@ class FindingStore:
         v["url"] = "/finding/" + encode_key(str(alert["key"]))
         v["group"] = group_of(alert)
         v["cause_text"] = CAUSE_TEXT.get(alert.get("cause") or "")
+        # the guarded abort (streaming/abort): re-checks the broker before writing the marker
+        v["abort_cli"] = f"txnwatch abort {shlex.quote(str(alert['key']))}"
         first_ts = _int(alert.get("first_ts"))
         v["age_ms"] = max(0, ref - first_ts) if first_ts is not None else _int(alert.get("open_ms"))
         facts = self._partition_facts(alert.get("topic"), alert.get("partition"))
@@ -359,11 +371,31 @@ class FindingStore:
                 "resolved": resolved,
                 "unavailable": unavailable,
                 "lagging": self._lagging(ref, by_tp),
+                "clusters": {c: dict(v) for c, v in sorted(self.clusters.items())},
                 "job": dict(self.job, clock_ms=self.job_clock_ms, positions=positions[:MAX_POSITIONS],
                             positions_total=len(positions)),
                 "feed": {"records": self.feed["records"], "error": self.feed["error"],
                          "position": self.feed["position"], "errors": list(self.feed["errors"][-5:])},
             }
+
+    def _ingest_audit(self, record: dict[str, Any]) -> bool:
+        """One ``txnwatch abort`` attempt (from the audit file or the alerts topic). The same line
+        may arrive from both: its ``key`` (``<finding>#abort@<ms>``) plus outcome dedupes it."""
+        finding = record.get("finding_key")
+        if not isinstance(finding, str) or not finding:
+            self._feed_error("abort record without a finding_key")
+            return False
+        entry = {k: record.get(k) for k in ("key", "at_ms", "mode", "outcome", "exit_code", "message")}
+        entry["user"] = (record.get("who") or {}).get("user")
+        entry["host"] = (record.get("who") or {}).get("host")
+        entry["sent"] = record.get("sent")
+        lst = self.audits.setdefault(finding, [])
+        if any(e["key"] == entry["key"] and e["outcome"] == entry["outcome"] for e in lst):
+            return True
+        lst.append(entry)
+        lst.sort(key=lambda e: (_int(e.get("at_ms")) or 0))
+        del lst[:-self.history_limit]
+        return True
 
     def finding(self, key: str) -> dict[str, Any] | None:
         """One finding (open or resolved in the window) with its history, or None."""
@@ -376,6 +408,7 @@ class FindingStore:
             v = self._finding_view(alert, ref)
             v["open"] = key in self.open
             v["history"] = [dict(h) for h in self.history.get(key, [])]
+            v["audit"] = [dict(a) for a in self.audits.get(key, [])]
             stale, reason = self.staleness()
             return {"finding": v, "stale": stale, "stale_reason": reason, "reference_ms": ref,
                     "generated_ms": int(self._wall() * 1000), "version": self.version,
