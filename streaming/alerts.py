@@ -501,7 +501,11 @@ class Enricher:
             txn, ev, note = self._broker_evidence(row["key"], txn, ev)
             if doc.get("probe"):
                 txn, span = self._span(row["key"], txn)
-            view = replace(view, described=self._described(row["key"], row.get("transactional_id"), now_ms))
+            # the coordinator's own word (DescribeTransactions) and the cluster's finalized
+            # transaction.version (2: every marker is bumped, detection.md §3.1 revision 3.1)
+            tv = getattr(self.broker, "transaction_version", None)
+            view = replace(view, described=self._described(row["key"], row.get("transactional_id"), now_ms),
+                           txn_version=tv() if callable(tv) else None)
         v = judge(txn, view, ev, now_ms=now_ms, thresholds=Thresholds(**doc["thresholds"]))
         return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note, span)
 

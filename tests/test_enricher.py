@@ -215,3 +215,28 @@ def test_describe_transactions_decides_a_prepare_record_on_the_live_path():
     e = Enricher(AlertConfig(), broker=DescribingBroker(None))
     out = e.process(rows, txn_progress(NOW, [0, 1, 2]))
     assert [(a["status"], a["cause"]) for a in out] == [("late", "markers-pending")]
+
+
+class Tv2Broker(FakeBroker):
+    """A 4.0+ cluster whose finalized transaction.version is 2 (ApiVersions v3+ finalized features)."""
+
+    def __init__(self):
+        super().__init__(dp=None)
+
+    def transaction_version(self):
+        return 2
+
+
+def test_finalized_transaction_version_2_says_the_marker_was_bumped():
+    # detection.md §3.1 revision 3.1: "or the cluster's finalized transaction.version says version
+    # 2": under TV2 (TransactionMetadata.prepareComplete bumps the epoch at every end) a batch of the
+    # marker's epoch after it is the producer's next transaction, not a late write of the closed one.
+    events = [data(8, epoch=3), marker(9, epoch=3), data(10, epoch=3),
+              coord("CompleteCommit", [], txn_partition=2, epoch=3)]
+    rows = state_rows(events, NOW)
+    # by the log alone the marker closed data of its own epoch: the late-produce pattern (KAFKA-9144)
+    out = Enricher(AlertConfig(), broker=FakeBroker()).process(rows, txn_progress(NOW, [0, 1, 2]))
+    assert [(a["status"], a["cause"]) for a in out] == [("hanging", "write-after-marker")]
+    out = Enricher(AlertConfig(), broker=Tv2Broker()).process(rows, txn_progress(NOW, [0, 1, 2]))
+    assert [(a["status"], a["cause"], a["verified"]) for a in out] == [
+        ("hanging", "coordinator-finished-without-partition", True)]
