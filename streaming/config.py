@@ -47,6 +47,9 @@ class KafkaConfig:
     fetch_max_bytes: int = 4194304
     client_id: str = "txnwatch"
     request_timeout_ms: int = 30000
+    # all brokers are asked at once; one that has not answered after this long leaves its
+    # partitions unavailable for that trigger, so it does not hold up the others (issue 20)
+    broker_timeout_ms: int = 10000
     groups_refresh_ms: int = 60000  # blocked consumer groups: offsets cache age (0 = lookup off)
     # per-partition availability (issue 14) and per-broker planning (issue 12)
     unavailable_timeout_ms: int = 600000

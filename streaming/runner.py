@@ -106,6 +106,7 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
             "include_internal": str(k.include_internal).lower(), "starting_offsets": k.starting_offsets,
             "max_offsets_per_trigger": str(k.max_offsets_per_trigger), "fetch_max_bytes": str(k.fetch_max_bytes),
             "client_id": k.client_id, "request_timeout_ms": str(k.request_timeout_ms),
+            "broker_timeout_ms": str(k.broker_timeout_ms),
             "unavailable_timeout_ms": str(k.unavailable_timeout_ms), "groups_per_broker": str(k.groups_per_broker),
             "read_mode": k.read_mode, "probe_bytes": str(k.probe_bytes),
             "metadata_max_age_ms": str(k.metadata_max_age_ms),

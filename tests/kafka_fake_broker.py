@@ -23,7 +23,11 @@ What is modelled (and how faithfully)
   real release's table with ``broker_version=(2, 3)`` (tests/broker_api_versions.py).
 * **Metadata** v0-13 (v13: top-level error code): all nodes of the fake cluster, one replica per partition (the leader),
   ``is_internal`` for ``__transaction_state``/``__consumer_offsets``, stable topic ids, auto
-  topic creation when the request allows it and ``auto_create_topics`` is on.
+  topic creation when the request allows it and ``auto_create_topics`` is on; with
+  ``broker_version`` before (2, 8), a named missing internal topic is created whatever the
+  request allows (``KafkaApis.getTopicMetadata`` -> ``createInternalTopic`` of 2.0-2.7; moved to
+  the controller and gated on AllowAutoTopicCreation by KAFKA-9751 in 2.8), recorded in
+  ``internal_topics_created``.
 * **ListOffsets** v1-11: EARLIEST (-2) = log start offset, LATEST (-1) = high watermark for
   READ_UNCOMMITTED and last stable offset (LSO) for READ_COMMITTED, MAX_TIMESTAMP (-3) and
   timestamps at batch granularity (``Partition.fetchOffsetForTimestamp``: the last fetchable
@@ -104,8 +108,8 @@ What is modelled (and how faithfully)
   CreateTopics: without Create on the cluster or the topic (``handleCreateTopicsRequest``).
   Authorization is checked before existence, as in those handlers.
 
-Not modelled: SASL re-authentication, GSSAPI, fetch sessions, long-poll waits, replication/ISR, quota accounting and
-channel muting (only the throttled answer itself, :meth:`throttle_fetch`), DeleteTopics
+Not modelled: SASL re-authentication, GSSAPI, fetch sessions, long-poll waits, replication/ISR, quota accounting
+(throttles are injected: :meth:`throttle`, :meth:`throttle_fetch`), DeleteTopics
 (use :meth:`delete_topic`), compaction, leader-epoch checkpoint files, idempotent sequence
 checks, magic v0/v1 produce.
 
@@ -123,7 +127,8 @@ Fault injection (all thread-safe, effective from the next request)
 * :meth:`stop_node` / :meth:`start_node`: one broker stops answering (listener closed, connections
   reset); Metadata from the others reports its partitions leaderless until it is back.
 * :meth:`drop_connection`: the next N matching requests are answered by closing the socket.
-* :meth:`stall`: the next N matching requests are read and never answered (client timeouts).
+* :meth:`stall`: the next N matching requests (per node if given) are read and never answered
+  (client timeouts); ``answered_while_other_blocked`` counts answers of other nodes meanwhile.
 * :meth:`advance_log_start`: retention/DeleteRecords moved the log start offset; fetches below
   it get OFFSET_OUT_OF_RANGE, ListOffsets EARLIEST returns it.
 * :meth:`delete_topic`: the partition directories are renamed ``<dir>.<id>-delete`` (as Kafka
@@ -134,11 +139,14 @@ Fault injection (all thread-safe, effective from the next request)
 * :meth:`lag_high_watermark`: the leader's high watermark trails its log end (a new leader during
   a rolling restart): fetches between the two get no records and no error.
 * :meth:`throttle_fetch`: Fetch answered as a broker over quota does (no partitions,
-  ``throttle_time_ms`` > 0).
+  ``throttle_time_ms`` > 0), then the connection muted for that long (KIP-219).
+* :meth:`throttle`: full answers of one API carrying ``throttle_time_ms``, the connection then
+  muted for that long (KIP-219, ``KafkaChannel`` muting); per node.
 * :meth:`truncate`: unclean leader election; the log is cut and the high watermark goes back.
   :meth:`delete_topic` + :meth:`create_topic` recreate a topic under a new topic id.
 * :meth:`stale_metadata`: Metadata answers from a broker whose cache has not seen the topic yet.
 * :meth:`metadata_error`: Metadata v13+ answers with a top-level error code.
+* :meth:`stale_leader`: Metadata from one node (or all) names an older leader and leader epoch.
 * :meth:`set_preferred_read_replica`: the leader redirects Fetch v11+ to a follower (KIP-392).
 * ``null_records``: empty reads carry ``records = null`` (allowed by FetchResponse.json).
 
@@ -157,6 +165,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -164,6 +173,7 @@ import shutil
 import socket
 import stat
 import struct
+import termios
 import threading
 import time
 import uuid
@@ -217,6 +227,7 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------
 # Kafka error codes used by the fake (org.apache.kafka.common.protocol.Errors)
 # --------------------------------------------------------------------------------------------
+UNKNOWN_SERVER_ERROR = -1
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
@@ -234,6 +245,7 @@ INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+OFFSET_NOT_AVAILABLE = 78
 TOPIC_AUTHORIZATION_FAILED = 29
 CLUSTER_AUTHORIZATION_FAILED = 31
 ILLEGAL_SASL_STATE = 34
@@ -245,6 +257,7 @@ GROUP_ID_NOT_FOUND = 69
 UNSTABLE_OFFSET_COMMIT = 88
 
 ERROR_CODES = {
+    "UNKNOWN_SERVER_ERROR": UNKNOWN_SERVER_ERROR,
     "NONE": NONE,
     "OFFSET_OUT_OF_RANGE": OFFSET_OUT_OF_RANGE,
     "CORRUPT_MESSAGE": CORRUPT_MESSAGE,
@@ -260,6 +273,7 @@ ERROR_CODES = {
     "KAFKA_STORAGE_ERROR": 56,
     "FENCED_LEADER_EPOCH": FENCED_LEADER_EPOCH,
     "UNKNOWN_LEADER_EPOCH": UNKNOWN_LEADER_EPOCH,
+    "OFFSET_NOT_AVAILABLE": OFFSET_NOT_AVAILABLE,
 }
 
 INTERNAL_TOPICS = frozenset({"__transaction_state", "__consumer_offsets"})
@@ -699,6 +713,7 @@ class _ConnFault:
     kind: str  # "drop" | "stall"
     remaining: int
     api: str | None
+    node_id: int | None = None  # only requests to this node (None: any)
 
 
 class _Node:
@@ -850,12 +865,21 @@ class _Node:
                     continue
                 if reply is None:
                     continue
+                throttle = getattr(self.broker._conn, "throttle", None)
+                if throttle is not None and throttle[1] < _CLIENT_THROTTLES.get(throttle[0], 1 << 15):
+                    self._sleep(throttle[2])  # a pre-KIP-219 version: the broker delays the answer
+                    throttle = None
                 self._send(conn, reply)
+                if throttle is not None:
+                    self._mute(conn, throttle[2])
         except OSError:
             pass
         except Exception:  # a broker bug must not kill the test process silently
             log.exception("fake broker node %s: error while serving a connection", self.node_id)
         finally:
+            if stalled:
+                with self.broker._lock:
+                    self.broker._stalled_conns[self.node_id] -= 1
             if graceful:
                 with contextlib.suppress(OSError):
                     conn.close()
@@ -865,6 +889,30 @@ class _Node:
                 self._conns.discard(conn)
                 self._conns.discard(raw)
                 self._conn_threads.discard(threading.current_thread())
+
+    def _sleep(self, ms: int) -> None:
+        end = time.monotonic() + ms / 1000
+        while self._running and time.monotonic() < end:
+            time.sleep(min(0.01, max(end - time.monotonic(), 0)))
+
+    def _mute(self, conn: socket.socket, ms: int) -> None:
+        """KIP-219: read nothing from this connection for ``ms`` (see FakeKafkaBroker.throttle);
+        a request the client sent meanwhile is counted in ``sent_while_muted``."""
+        broker = self.broker
+        with broker._lock:
+            broker._muted_until[self.node_id] = max(broker._muted_until.get(self.node_id, 0.0),
+                                                    time.monotonic() + ms / 1000)
+        before = _unread_bytes(conn)
+        end = time.monotonic() + ms / 1000
+        seen = False
+        while self._running and time.monotonic() < end:
+            # bytes seen before the mute's end were sent inside it: the client's own throttle
+            # window starts when it receives the answer, after this one, so it ends later
+            if not seen and _unread_bytes(conn) > before:
+                seen = True
+                with broker._lock:
+                    broker.sent_while_muted[self.node_id] += 1
+            time.sleep(min(0.005, max(end - time.monotonic(), 0)))
 
     @staticmethod
     def _send(conn: socket.socket, reply: bytes) -> None:
@@ -877,6 +925,17 @@ class _Node:
 
 _CLOSE = object()
 _STALL = object()
+# First version of each API whose throttle_time_ms the client honours (shouldClientThrottle of
+# FetchResponse, ListOffsetsResponse, MetadataResponse: KIP-219)
+_CLIENT_THROTTLES = {"fetch": 8, "list_offsets": 3, "metadata": 6}
+
+
+def _unread_bytes(conn: socket.socket) -> int:
+    """Bytes received on the connection and not read yet (FIONREAD; 0 if unknown)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(conn.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except (OSError, ValueError):
+        return 0
 
 
 def _hard_close(conn: socket.socket) -> None:
@@ -908,13 +967,14 @@ class _ListOffsetsAnswer:
         self.version = version
         self.topics = topics
         self.correlation_id = 0
+        self.throttle_time_ms = 0
 
     def with_header(self, correlation_id: int) -> None:
         self.correlation_id = correlation_id
 
     def _kafka_python(self):
         R = ListOffsetsResponse.ListOffsetsTopicResponse
-        resp = ListOffsetsResponse(version=self.version, throttle_time_ms=0, topics=[
+        resp = ListOffsetsResponse(version=self.version, throttle_time_ms=self.throttle_time_ms, topics=[
             R(name=name, partitions=[R.ListOffsetsPartitionResponse(
                 partition_index=i, error_code=code, old_style_offsets=[], timestamp=ts, offset=off,
                 leader_epoch=epoch) for i, code, ts, off, epoch in parts]) for name, parts in self.topics])
@@ -930,7 +990,7 @@ class _ListOffsetsAnswer:
         if header:
             out.append(struct.pack(">i", self.correlation_id) + (b"\x00" if flexible else b""))
         if v >= 2:
-            out.append(struct.pack(">i", 0))  # throttle_time_ms
+            out.append(struct.pack(">i", self.throttle_time_ms))
         pack = self._PARTITION[6 if flexible else 4 if v >= 4 else 1].pack
         out.append(_array_len(len(self.topics), flexible))
         for name, parts in self.topics:
@@ -1042,12 +1102,30 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         self._delete_counter = 0
         self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
         self._fetch_throttles: collections.deque[int] = collections.deque()  # throttle_time_ms per Fetch
+        self._throttles: list[list[Any]] = []  # [api, node id or None, throttle_time_ms, answers left] (throttle)
+        # KIP-219 channel muting, per node: requests that arrived while their connection was muted
+        # (a client that honours throttle_time_ms sends none), and requests answered on one node
+        # while another node had a muted or stalled connection (a throttle or a stall stays on
+        # its own connection: the client keeps using the other brokers meanwhile)
+        self.sent_while_muted: collections.Counter[int] = collections.Counter()
+        self.answered_while_other_blocked: collections.Counter[int] = collections.Counter()
+        self._stalled_conns: collections.Counter[int] = collections.Counter()  # node -> stalled connections open
+        self._muted_until: dict[int, float] = {}  # node id -> monotonic end of its latest mute
         self._stale_topics: dict[str, int] = {}  # topic -> Metadata answers still missing it
+        # (t, p) -> [leader, leader epoch, answering node or None, answers left (-1: all)]
+        self._stale_leaders: dict[tuple[str, int], list[Any]] = {}
         self._metadata_errors: collections.deque[int] = collections.deque()  # top-level codes (v13+)
         self._preferred_replica: dict[tuple[str, int], int] = {}
         self._persistent_faults: dict[tuple[str, int], int] = {}  # (t, p) -> error code until healed
         self._offline_home: dict[tuple[str, int], int] = {}  # offline partition -> node it returns to
         self.requests: list[RequestRecord] = []
+        # internal topics created as a side effect of a Metadata request (see _on_metadata)
+        self.internal_topics_created: list[str] = []
+        # transaction.state.log.num.partitions (Kafka's default 50) and the replication factor
+        # createInternalTopic checks against the alive brokers (Kafka's default 3; the fake's
+        # partitions have one replica, so 1 here)
+        self.internal_topic_partitions = 50
+        self.internal_topic_replication_factor = 1
         self._serial = 0  # requests answered so far (see _PartitionLog.dir_stat)
 
     # ---------------------------------------------------------------- lifecycle
@@ -1265,6 +1343,31 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         with self._lock:
             self._fetch_throttles.extend([throttle_time_ms] * count)
 
+    def throttle(self, api: str, throttle_time_ms: int, count: int = 1, node_id: int | None = None) -> None:
+        """The next ``count`` answers of ``api`` (``fetch``, ``list_offsets``, ``metadata``) from
+        ``node_id`` (any node when None) are full answers carrying ``throttle_time_ms``, and the
+        connection is then muted for that long (KIP-219, Kafka 2.0+).
+
+        Kafka's ``KafkaApis.sendResponseMaybeThrottle`` -> ``ClientRequestQuotaManager.throttle``:
+        the response goes out at once with its throttle time and the channel is muted
+        (``KafkaChannel.ChannelMuteState.MUTED_AND_THROTTLED``, ``SocketServer.Processor``) until the
+        throttle ends, so nothing more is read from that connection; other connections are not
+        affected. Clients honour it for the versions whose ``shouldClientThrottle`` is true
+        (Fetch v8+, ListOffsets v3+, Metadata v6+: ``FetchResponse``, ``ListOffsetsResponse``,
+        ``MetadataResponse``); for older versions the broker delays the response by the throttle
+        time instead (the client does not know to wait), which the fake does too.
+        """
+        with self._lock:
+            self._throttles.append([api, node_id, throttle_time_ms, count])
+
+    def _take_throttle(self, api: str, node_id: int) -> int:
+        for t in self._throttles:
+            if t[0] == api and t[1] in (None, node_id) and t[3] != 0:
+                if t[3] > 0:
+                    t[3] -= 1
+                return int(t[2])
+        return 0
+
     def stale_metadata(self, topic: str, count: int = 1) -> None:
         """The next ``count`` Metadata answers do not know ``topic`` (UNKNOWN_TOPIC_OR_PARTITION
         when it is asked for by name, absent from a list of all topics).
@@ -1275,6 +1378,20 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         """
         with self._lock:
             self._stale_topics[topic] = count
+
+    def stale_leader(self, topic: str, partition: int, leader: int, leader_epoch: int, *,
+                     node_id: int | None = None, count: int = -1) -> None:
+        """Metadata answered by ``node_id`` (every node when None) reports an older leader and
+        leader epoch for the partition, for the next ``count`` answers (-1: until
+        :meth:`clear_faults`). Partition-scoped requests are still judged by the real leader.
+
+        Real case: ``KafkaApis.handleTopicMetadataRequest`` answers from the broker's own
+        ``metadataCache``, which every broker updates on its own (UpdateMetadata requests before
+        KRaft, the metadata log after), so one broker may still report the previous leader and
+        epoch after an election. Java clients guard with ``Metadata.updateLatestMetadata``.
+        """
+        with self._lock:
+            self._stale_leaders[(topic, partition)] = [leader, leader_epoch, node_id, count]
 
     def metadata_error(self, error: int | str, count: int = 1) -> None:
         """The next ``count`` Metadata v13+ answers carry a top-level error code (and no topics).
@@ -1385,7 +1502,9 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
             self._conn_faults.clear()
             self._hw_lag.clear()
             self._fetch_throttles.clear()
+            self._throttles.clear()
             self._stale_topics.clear()
+            self._stale_leaders.clear()
             self._metadata_errors.clear()
             self._preferred_replica.clear()
             self._persistent_faults.clear()
@@ -1397,6 +1516,18 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                 self._node(node_id)
             self._leaders[(topic, partition)] = node_id
             self._leader_epochs[(topic, partition)] += 1
+
+    def elect_leader(self, topic: str, partition: int, node_id: int, catching_up: int = 1) -> None:
+        """Leadership moves to ``node_id`` (next leader epoch) and its next ``catching_up``
+        ListOffsets answers for the partition are OFFSET_NOT_AVAILABLE.
+
+        Kafka's ``Partition.fetchOffsetForTimestamp``: a client ListOffsets (isolation level set)
+        fails with OFFSET_NOT_AVAILABLE while the new leader's high watermark is below the start
+        offset of its leader epoch (``maybeOffsetsError``), i.e. until its followers' fetches
+        have moved the high watermark up after the election.
+        """
+        self.move_leader(topic, partition, node_id)
+        self.inject_partition_error(topic, partition, OFFSET_NOT_AVAILABLE, catching_up, apis=("list_offsets",))
 
     def offline(self, topic: str, partition: int) -> None:
         """The partition has no leader: every replica's broker is down or fenced (ISR empty).
@@ -1476,13 +1607,17 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         with self._lock:
             self._conn_faults.append(_ConnFault("drop", count, api))
 
-    def stall(self, count: int = 1, api: str | None = None) -> None:
-        """Never answer the next ``count`` requests (of ``api`` if given); the client must time out.
+    def stall(self, count: int = 1, api: str | None = None, node_id: int | None = None) -> None:
+        """Never answer the next ``count`` requests (of ``api`` if given, to ``node_id`` if given);
+        the client must time out.
 
-        Like a hung broker, the connection then answers nothing more (responses are in order).
+        Like a hung broker (a stalled log disk: the request handler thread blocks in the read,
+        ``KafkaRequestHandler`` answers nothing on that connection), the connection then answers
+        nothing more (responses are in order, ``SocketServer.Processor`` mutes the channel until
+        the in-flight request's response is sent). Other brokers are not affected.
         """
         with self._lock:
-            self._conn_faults.append(_ConnFault("stall", count, api))
+            self._conn_faults.append(_ConnFault("stall", count, api, node_id))
 
     def requests_for(self, api: str) -> list[RequestRecord]:
         with self._lock:
@@ -1498,9 +1633,9 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                 return code
         return NONE
 
-    def _take_conn_fault(self, api: str) -> str | None:
+    def _take_conn_fault(self, api: str, node_id: int) -> str | None:
         for f in self._conn_faults:
-            if f.remaining > 0 and (f.api is None or f.api == api):
+            if f.remaining > 0 and (f.api is None or f.api == api) and f.node_id in (None, node_id):
                 f.remaining -= 1
                 kind = f.kind
                 self._conn_faults = [x for x in self._conn_faults if x.remaining > 0]
@@ -1512,7 +1647,7 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         api_key, api_version, correlation_id = struct.unpack_from(">hhi", payload, 0)
         api = _API_NAMES.get(api_key, f"api_{api_key}")
         with self._lock:
-            fault = self._take_conn_fault(api)
+            fault = self._take_conn_fault(api, node.node_id)
         if fault == "drop":
             self._record(node, api, api_key, api_version, None, None)
             return _CLOSE
@@ -1537,13 +1672,24 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         client_id = request.header.client_id if request.header is not None else None
         self._record(node, api, api_key, api_version, client_id, request)
         if fault == "stall":
+            with self._lock:
+                self._stalled_conns[node.node_id] += 1
             return _STALL
         handler = getattr(self, f"_on_{api}")
+        self._conn.throttle = None
         with self._lock:
             self._serial += 1
+            now = time.monotonic()
+            if any(n != node.node_id and until > now for n, until in self._muted_until.items()) or any(
+                    n != node.node_id and c > 0 for n, c in self._stalled_conns.items()):
+                self.answered_while_other_blocked[node.node_id] += 1
             response = handler(node, request, api_version)
+            ms = self._take_throttle(api, node.node_id) if response is not None else 0
         if response is None:
             return None
+        if ms:
+            response.throttle_time_ms = ms
+            self._conn.throttle = (api, api_version, ms)
         response.with_header(correlation_id=correlation_id)
         return response.encode(header=True, framed=True)
 
@@ -1611,8 +1757,22 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                     error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=uuid.UUID(int=0),
                     is_internal=False, partitions=[]))
                 continue
+            if name not in topics and name in INTERNAL_TOPICS and self._creates_internal_topics_when_named():
+                # Kafka <= 2.7, KafkaApis.getTopicMetadata: a named internal topic that does not
+                # exist goes to createInternalTopic whatever allowAutoTopicCreation says; the
+                # answer is createTopic's LEADER_NOT_AVAILABLE with no partitions.
+                self.create_topic(name, self.internal_topic_partitions)
+                self.internal_topics_created.append(name)
+                out.append(MetadataResponse.MetadataResponseTopic(
+                    error_code=LEADER_NOT_AVAILABLE, name=name, topic_id=uuid.UUID(int=0),
+                    is_internal=True, partitions=[]))
+                continue
             if name not in topics and allow_auto and self.auto_create_topics and name:
-                self.create_topic(name, self.default_partitions)
+                # 2.8+ (KAFKA-9751, AutoTopicCreationManager): internal topics too, only when allowed
+                self.create_topic(name, self.internal_topic_partitions if name in INTERNAL_TOPICS
+                                  else self.default_partitions)
+                if name in INTERNAL_TOPICS:
+                    self.internal_topics_created.append(name)
                 topics = self._scan()
             if name not in topics:
                 out.append(MetadataResponse.MetadataResponseTopic(
@@ -1622,10 +1782,16 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
             parts = []
             for p in topics[name]:
                 leader = self._live_leader(name, p)
+                epoch = self._leader_epochs[(name, p)]
+                old = self._stale_leaders.get((name, p))
+                if old is not None and old[3] != 0 and old[2] in (None, node.node_id):
+                    leader, epoch = old[0], old[1]  # this broker's metadata cache lags (stale_leader)
+                    if old[3] > 0:
+                        old[3] -= 1
                 replicas = [leader] if leader != -1 else [self._nodes[p % len(self._nodes)].node_id]
                 parts.append(MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
                     error_code=LEADER_NOT_AVAILABLE if leader == -1 else NONE, partition_index=p,
-                    leader_id=leader, leader_epoch=self._leader_epochs[(name, p)], replica_nodes=replicas,
+                    leader_id=leader, leader_epoch=epoch, replica_nodes=replicas,
                     isr_nodes=replicas if leader != -1 else [], offline_replicas=[]))
             out.append(MetadataResponse.MetadataResponseTopic(
                 error_code=NONE, name=name, topic_id=self._topic_id(name), is_internal=name in INTERNAL_TOPICS,
@@ -1636,6 +1802,17 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
                                 controller_id=self._nodes[0].node_id, topics=out,
                                 error_code=NONE)
+
+    def _creates_internal_topics_when_named(self) -> bool:
+        """Kafka before 2.8 creates a missing internal topic named in a Metadata request
+        (KafkaApis.getTopicMetadata -> createInternalTopic, 2.0-2.7) when enough brokers are alive
+        for its replication factor (``transaction.state.log.replication.factor``; the fake's
+        :attr:`internal_topic_replication_factor`); KAFKA-9751 (2.8) moved creation to the
+        controller and made it depend on AllowAutoTopicCreation like any other topic."""
+        if self.broker_version is None or self.broker_version >= (2, 8):
+            return False
+        alive = sum(1 for n in self._nodes if n.running)
+        return alive >= self.internal_topic_replication_factor
 
     def _partition_check(self, node, topic: str, partition: int, api: str,
                          current_leader_epoch: int = -1, *, follower_ok: bool = False) -> tuple[
@@ -1720,9 +1897,11 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         if version >= 13:  # real tables advertise it (3.1+); answering by name would be wrong
             raise NotImplementedError("fake broker: Fetch v13+ (topics by id, KIP-516) is not modelled")
         if self._fetch_throttles:
-            # KafkaApis.handleFetchRequest over quota: getThrottledResponse, no partitions at all
-            return FetchResponse(version=version, throttle_time_ms=self._fetch_throttles.popleft(), error_code=NONE,
-                                 session_id=0, responses=[])
+            # KafkaApis.handleFetchRequest over quota: getThrottledResponse, no partitions at all,
+            # and the channel is muted for the throttle time (KIP-219, see throttle)
+            ms = self._fetch_throttles.popleft()
+            self._conn.throttle = ("fetch", version, ms)
+            return FetchResponse(version=version, throttle_time_ms=ms, error_code=NONE, session_id=0, responses=[])
         isolation = request.isolation_level if version >= 4 else 0
         remaining = request.max_bytes if version >= 3 else 1 << 31
         first = True

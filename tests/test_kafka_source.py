@@ -115,8 +115,11 @@ def test_faults_leader_moves_retention_and_deletion(tmp_path):
         ev = events_of(r, init, end)
         gaps = ev[(ev["kind"] == "gap") & (ev["topic"] == t) & (ev["partition"] == p)]
         assert len(gaps) == 1 and "deleted" in gaps.iloc[0]["reason"]
-        # the deleted partition is no longer planned
-        assert f"{t}\t{p}" in end["parts"] and r.latestOffset(end, None)["parts"][f"{t}\t{p}"] == end["parts"][f"{t}\t{p}"]
+        # the deleted partition is no longer planned: once the brokers confirm it (issue 20 item 6)
+        # it leaves the offsets, with one unavailable record, instead of staying there for ever
+        end2 = r.latestOffset(end, None)
+        assert f"{t}\t{p}" in end["parts"] and f"{t}\t{p}" not in end2["parts"]
+        assert "was deleted" in end2["dropped"][f"{t}\t{p}"]
 
 
 def test_broker_down_is_a_clear_error(tmp_path):

@@ -62,6 +62,7 @@ assert _HEADER_DTYPE.itemsize == HEADER_SIZE
 _CANON_PREFIX = np.frombuffer(bytes([0x20, 0, 0, 0, 0x08, 0, 0]), dtype=np.uint8)
 
 _UNPACK_LEN = struct.Struct(">i").unpack_from
+_UNPACK_OFFSET = struct.Struct(">q").unpack_from
 
 
 @dataclass
@@ -72,6 +73,9 @@ class BatchScan:
     ``base_position``): everything before it was consumed as whole entries. ``legacy_entries``
     counts magic 0/1 messages that were skipped by length (they cannot be transactional).
     ``tail_bytes`` is how many bytes after ``end_position`` were left unread.
+    ``legacy_last_offset`` is the highest offset field of those magic 0/1 entries (None when
+    there were none): for a compressed wrapper it is the offset of its last inner message
+    (``LogValidator`` gives the wrapper the last inner offset), so a reader resumes at it + 1.
     """
 
     columns: dict[str, np.ndarray]
@@ -79,6 +83,7 @@ class BatchScan:
     end_position: int = 0
     tail_bytes: int = 0
     legacy_entries: int = 0
+    legacy_last_offset: int | None = None
 
     def __len__(self) -> int:
         return len(self.columns["base_offset"])
@@ -101,12 +106,14 @@ def empty_columns() -> dict[str, np.ndarray]:
 
 
 def _chain(buf: memoryview, source: str | None, base_position: int, allow_partial_tail: bool):
-    """Follow the entry-length chain. Returns (v2 positions, legacy count, end, tail, errors)."""
+    """Follow the entry-length chain. Returns (v2 positions, legacy count, end, tail, errors,
+    highest legacy offset or None)."""
     n = len(buf)
     pos = 0
     v2: list[int] = []
     append = v2.append
     legacy = 0
+    legacy_last: int | None = None
     errors: list[DecodeError] = []
     unpack = _UNPACK_LEN
     while n - pos > 17:
@@ -115,7 +122,7 @@ def _chain(buf: memoryview, source: str | None, base_position: int, allow_partia
             errors.append(
                 DecodeError(base_position + pos, f"corrupt batch length {size} (minimum {MIN_ENTRY_SIZE})", source)
             )
-            return v2, legacy, pos, n - pos, errors
+            return v2, legacy, pos, n - pos, errors, legacy_last
         end = pos + LOG_OVERHEAD + size
         if end > n:
             break
@@ -129,20 +136,22 @@ def _chain(buf: memoryview, source: str | None, base_position: int, allow_partia
                         source,
                     )
                 )
-                return v2, legacy, pos, n - pos, errors
+                return v2, legacy, pos, n - pos, errors, legacy_last
             append(pos)
         elif magic < 2:
             legacy += 1
+            off = _UNPACK_OFFSET(buf, pos)[0]
+            legacy_last = off if legacy_last is None else max(legacy_last, off)
         else:
             errors.append(DecodeError(base_position + pos, f"unknown magic {magic} (expected 0, 1 or 2)", source))
-            return v2, legacy, pos, n - pos, errors
+            return v2, legacy, pos, n - pos, errors, legacy_last
         pos = end
     tail = n - pos
     if tail and not allow_partial_tail:
         errors.append(
             DecodeError(base_position + pos, f"truncated tail: {tail} bytes do not hold a whole batch", source)
         )
-    return v2, legacy, pos, tail, errors
+    return v2, legacy, pos, tail, errors, legacy_last
 
 
 def _read_varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
@@ -210,10 +219,10 @@ def scan_batches(
     at max bytes); for files a partial tail is reported as an error.
     """
     buf = memoryview(data).cast("B") if not isinstance(data, memoryview) else data.cast("B")
-    positions, legacy, end_pos, tail, errors = _chain(buf, source, base_position, allow_partial_tail)
+    positions, legacy, end_pos, tail, errors, legacy_last = _chain(buf, source, base_position, allow_partial_tail)
     n = len(positions)
     result = BatchScan(columns=empty_columns(), errors=errors, end_position=end_pos, tail_bytes=tail,
-                       legacy_entries=legacy)
+                       legacy_entries=legacy, legacy_last_offset=legacy_last)
     if n == 0:
         return result
 

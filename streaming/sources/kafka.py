@@ -6,7 +6,10 @@ Options: ``bootstrap_servers`` (required), ``topics`` (JSON list) and/or ``topic
 such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
 JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
 coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
-``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes``,
+``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes`` (per
+partition), ``broker_timeout_ms`` (default ``min(request_timeout_ms, 10000)``: all brokers are
+asked at once and a broker that has not answered by then leaves its partitions *unavailable*
+for that trigger, so one stalled broker does not hold up the others),
 ``probe_follow_after_ms``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
 with a metadata refresh and doubling backoff, before the unread range becomes a gap),
@@ -145,6 +148,10 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "unavailable_timeout_ms": int(options.get("unavailable_timeout_ms", "600000")),
         "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
         "ride_through_ms": int(options.get("ride_through_ms", "0")),
+        # how long one broker may take to answer (all are asked at once): its partitions are
+        # unavailable after that, the others keep their cadence (kafka_parallel.py)
+        "broker_timeout_ms": int(options.get("broker_timeout_ms") or min(int(options.get("request_timeout_ms",
+                                                                                         "30000")), 10000)),
         "groups_per_broker": max(1, int(options.get("groups_per_broker", "1"))),
         "read_mode": _read_mode(options.get("read_mode", "full"), start),
         "probe_bytes": int(options.get("probe_bytes", str(16 << 10))),
@@ -171,7 +178,7 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
     """One client per configuration per process (driver, or executor Python worker)."""
     key = (opts["bootstrap"], opts["client_id"], opts["request_timeout_ms"], opts["retries"],
            opts["retry_backoff_ms"], opts["deletion_confirmations"], opts["metadata_max_age_ms"],
-           tuple(sorted(opts["security"].items())))
+           opts["broker_timeout_ms"], tuple(sorted(opts["security"].items())))
     with _WIRES_LOCK:
         w = _WIRES.get(key)
         if w is None:
@@ -180,6 +187,7 @@ def _wire(opts: dict[str, Any]) -> KafkaWire:
                                         retry_backoff_ms=opts["retry_backoff_ms"],
                                         deletion_confirmations=opts["deletion_confirmations"],
                                         metadata_max_age_ms=opts["metadata_max_age_ms"],
+                                        broker_timeout_ms=opts["broker_timeout_ms"],
                                         **kafka_python_kwargs(opts["security"]))
         return w
 
@@ -284,14 +292,47 @@ class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.opts = _options(options)
         self._down_since: int | None = None  # wall ms of the first plan no broker answered
+        self._probe_stalled: dict[str, str] = {}  # partitions whose leader did not answer the probe in time
 
     def _discover(self) -> list[tuple[str, int]]:
         w = _wire(self.opts)
         found = w.partitions(self.opts["topics"] or None, self.opts["pattern"], self.opts["include_internal"])
         if self.opts["topics"] and self.opts["pattern"]:
             found.update(w.partitions(self.opts["topics"], None, True))
-        found.update(w.partitions([TXN_TOPIC], None, True))
+        found.update(self._txn_partitions(w))
         return sorted((t, p) for t, ps in found.items() for p in ps)
+
+    def _txn_partitions(self, w: KafkaWire) -> dict[str, list[int]]:
+        """``__transaction_state``'s partitions, from a list of all topics: never from a Metadata
+        request naming it. Brokers before 2.8 create a missing internal topic named in any
+        Metadata request, whatever AllowAutoTopicCreation says (``KafkaApis.getTopicMetadata`` ->
+        ``createInternalTopic``; KAFKA-9751 moved creation to the controller in 2.8), and an
+        all-topics request never creates anything. A cluster without it has never had a
+        transactional producer (the first InitProducerId with a transactional id creates it): the
+        data partitions are watched all the same, and the next listing finds it once it exists."""
+        listed = w.partitions(None, None, True)
+        if TXN_TOPIC in listed:
+            self._no_txn_topic_logged = False
+            return {TXN_TOPIC: listed[TXN_TOPIC]}
+        # Absent from the list: missing, or not Describe-able (Kafka leaves such topics out of an
+        # all-topics answer, KafkaApis.handleTopicMetadataRequest). From 2.8 naming it is safe and
+        # tells the two apart (a missing ACL raises KafkaAuthorizationError naming it).
+        ambiguous = w.names_create_internal_topics()
+        if not ambiguous:
+            named = w.partitions([TXN_TOPIC], None, True)
+            if TXN_TOPIC in named:
+                return {TXN_TOPIC: named[TXN_TOPIC]}
+        if not getattr(self, "_no_txn_topic_logged", False):
+            why = ("" if not ambiguous else
+                   f" (or this principal may not Describe Topic:{TXN_TOPIC}, which leaves it out of the topic list: "
+                   f"kafka-acls.sh --add --allow-principal <principal> --operation Describe --topic {TXN_TOPIC}; "
+                   f"brokers before 2.8 would create it if it were named, so txnwatch does not ask for it by name)")
+            log.warning("kafka source: the cluster at %s has no %s topic%s: no transactional producer has "
+                        "initialised yet, so there is no transaction to watch; watching the data partitions "
+                        "and looking for it again every trigger (txnwatch never creates it)",
+                        self.opts["bootstrap"], TXN_TOPIC, why)
+            self._no_txn_topic_logged = True
+        return {}
 
     def _initial_for(self, topic: str, partition: int, off: Any, explicit: dict) -> tuple[int, bool]:
         if topic == TXN_TOPIC:
@@ -382,6 +423,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._down_since = None
         if down:
             self._ride_through(offs, down)
+        gone = dict(start.get("gone", {}))  # topic -> its id when it was dropped as deleted
+        dropped = self._drop_deleted(tps, offs, parts, known_ids, gone)
         unavail: dict[str, dict[str, Any]] = {}
         for tp in tps:
             k = _tp_key(*tp)
@@ -407,6 +450,12 @@ class KafkaStreamReader(DataSourceStreamReader):
             elif k not in parts:  # a new partition (pattern match or partition added): all of it is new
                 parts[k] = [o.log_start, True]
                 starts[k] = o.log_start
+                if t in gone:  # a topic dropped as deleted is back: a new topic, from its log start
+                    resets[k] = {"restart": o.log_start, "from_log_start": True, "first": None, "last": None,
+                                 "reason": f"topic {t} was deleted and created again (topic id {gone[t] or 'unknown'}"
+                                           f" -> {o.topic_id or 'unknown'}): {t}-{p} is a new partition, read "
+                                           f"from its log start {o.log_start}; nothing of the old topic carries "
+                                           f"over"}
             else:
                 reset = _plan_reset(t, p, parts[k][0], known_ids.get(t), o)
                 if reset is not None:
@@ -429,13 +478,53 @@ class KafkaStreamReader(DataSourceStreamReader):
         # per-partition clock: the clock always moves; rows of a lagging partition say so (and
         # the driver holds new verdicts on it back until it is read through the clock again)
         clock = max(start.get("clock", -1), now)
+        for k in resets:
+            gone.pop(k.split("\t")[0], None)
         out = {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
+               "dropped": dropped, "gone": gone,
                "starts": starts, "seen": seen,
                "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
         if probe:
+            self._probe_stalled = {}
             out.update(self._probe_plan(start, probe_todo, parts, seen, resets, was_down,
                                         {_tp_key(*tp) for tp in tps}, lagging, now))
+            for k, error in self._probe_stalled.items():  # not read this trigger: the availability records
+                unavail[k] = self._still_down(was_down.get(k), error, now)
         return out
+
+    def _drop_deleted(self, tps: list[tuple[str, int]], offs: dict, parts: dict[str, list],
+                      known_ids: dict[str, str], gone: dict[str, str | None]) -> dict[str, str]:
+        """Partitions planned before whose topic the brokers now confirm deleted: removed from
+        ``parts`` (never planned again) and returned as ``{key: reason}`` for one ``unavailable``
+        gap row each; ``gone`` remembers the topic (and its id) so that a topic created again
+        under the name is reported as new (see latestOffset).
+
+        A partition counts as deleted only when ``deletion_confirmations`` Metadata answers in a
+        row, asked fresh with backoff, all lack it (KafkaWire._confirmed_gone; one broker's cache
+        may lag, ``KafkaApis.handleTopicMetadataRequest`` answers from it): a partition missing
+        from discovery is asked once through ListOffsets, which does that confirmation.
+        """
+        listed = set(tps)
+        vanished = []
+        for k in parts:
+            t, p = k.split("\t")
+            if (t, int(p)) not in listed:
+                vanished.append((t, int(p)))
+        confirmed = dict(offs)
+        if vanished:
+            more, _ = _wire(self.opts).offsets_available(vanished)
+            confirmed.update(more)
+        dropped: dict[str, str] = {}
+        for tp, o in confirmed.items():
+            k = _tp_key(*tp)
+            if not o.deleted or k not in parts:
+                continue
+            nxt = parts.pop(k)[0]
+            gone[tp[0]] = known_ids.get(tp[0])
+            dropped[k] = (f"{tp[0]}-{tp[1]} was deleted: {self.opts['deletion_confirmations']} fresh Metadata answers "
+                          f"in a row lack it (UNKNOWN_TOPIC_OR_PARTITION); read up to offset {nxt}, no longer planned")
+            log.warning("kafka source: %s", dropped[k])
+        return dropped
 
     def _probe_plan(self, start: dict, todo: list[tuple[str, int, str, Any]], parts: dict[str, list],
                     seen: dict[str, list], resets: dict[str, Any], was_down: dict[str, Any],
@@ -528,10 +617,16 @@ class KafkaStreamReader(DataSourceStreamReader):
             return []
         w = _wire(self.opts)
         size = self.opts["probe_bytes"]
-        answers = w.fetch_many(items, size)
+        # probe_bytes bounds each partition; one request per leader carries all of its partitions
+        answers = w.fetch_many(items, size, partition_max_bytes=size)
         out: list[tuple[Any, ...] | None] = []
         for t, p, lso in items:
             res = answers.get((t, p))
+            if res is None and w.stalled(t, p):
+                self._probe_stalled[_tp_key(t, p)] = (f"leader of {t}-{p} did not answer a probe within "
+                                                      f"{self.opts['broker_timeout_ms']} ms (broker_timeout_ms)")
+                out.append(None)
+                continue
             data = res.records if res is not None else None
             budget = size
             while not _whole_batch(data) and budget < self.opts["fetch_max_bytes"]:
@@ -642,6 +737,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             if k not in end["parts"]:  # unavailable since the query started: no offsets yet
                 t, p = k.split("\t")
                 out.append(KafkaPartition(t, int(p), -1, -1, clock, False, unavailable=down["error"]))
+        for k, reason in end.get("dropped", {}).items():  # deleted: one last row saying so
+            t, p = k.split("\t")
+            out.append(KafkaPartition(t, int(p), -1, -1, clock, False, unavailable=reason))
         return out
 
     def read(self, partition: KafkaGroup) -> Iterator[Any]:
@@ -697,11 +795,15 @@ class _RangeRead:
             res = w.fetch(self.topic, self.partition, self.offset, self.opts["fetch_max_bytes"])
         except KafkaUnavailable as exc:
             # became unreadable after planning and stayed so through the bounded retries
-            self._gap(unavailable_reason(exc.last_error or str(exc)) + f"; offsets {self.offset}..{self.end - 1} "
-                      "not read", self.offset, self.end - 1)
-            self.unavailable = self.done = True
+            self.became_unavailable(exc.last_error or str(exc))
             return
         self.take(w, res)
+
+    def became_unavailable(self, error: str) -> None:
+        """The partition cannot be read now: one gap row naming the error, no progress row."""
+        self._gap(unavailable_reason(error) + f"; offsets {self.offset}..{self.end - 1} not read", self.offset,
+                  self.end - 1)
+        self.unavailable = self.done = True
 
     def take(self, w: KafkaWire, res: Any) -> None:
         """Fold one Fetch answer for this partition (at ``self.offset``) into the read."""
@@ -747,11 +849,18 @@ class _RangeRead:
             self.scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
             self.raws.append(data)
             self.offset = int(cols["last_offset"][keep].max()) + 1
+        # magic 0/1 entries (pre-0.11 message format) cannot be transactional: step over them by
+        # their offsets, so that a fetch holding only legacy entries (one response never spans
+        # two segments) moves the read on instead of ending it
+        legacy_next = scan.legacy_last_offset + 1 if scan.legacy_last_offset is not None else None
+        stepped = legacy_next is not None and legacy_next > self.offset
+        if stepped:
+            self.offset = legacy_next
         if chain_broken:
             # The batch chain is unreadable past this point: skip to the planned end, loudly.
             self._gap(f"unreadable bytes: offsets {self.offset}..{end - 1} skipped", self.offset, end - 1)
             self.done = True
-        elif not n_keep:
+        elif not n_keep and not stepped:
             if not (len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end):
                 self._gap(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
                           f"{offset}..{end - 1} not read", offset, end - 1)
@@ -769,9 +878,6 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
         todo = [r for r in reads if not r.done]
         if not todo:
             return
-        if len(todo) == 1:
-            todo[0].fetch_alone(w)
-            continue
         # partitions the last round's byte budget did not reach go first (KIP-74 guarantees the
         # first partition of a response one whole batch, the others only what is left)
         todo.sort(key=lambda r: r not in starved)
@@ -779,7 +885,13 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
         starved, moved = [], False
         for r in todo:
             res = answers.get((r.topic, r.partition))
-            if res is None:
+            if res is None and w.stalled(r.topic, r.partition):
+                # its leader did not answer within broker_timeout_ms: unavailable now rather
+                # than holding up this micro-batch (and so every other broker's partitions)
+                r.became_unavailable(f"leader of {r.topic}-{r.partition} did not answer within "
+                                     f"{r.opts['broker_timeout_ms']} ms (broker_timeout_ms)")
+                moved = True
+            elif res is None:
                 r.fetch_alone(w)
                 moved = True
             elif not _whole_batch(res.records) and res.high_watermark > r.offset:

@@ -35,7 +35,11 @@ Kafka APIs and versions (negotiated per broker with ApiVersions, within these bo
   (KIP-98), v5 adds ``log_start_offset`` (KIP-107; -1 from a v4-only broker). v12 is the last
   version that addresses topics by *name*; v13+ need topic ids (KIP-516) and bring nothing the
   watchdog needs. Sessionless full fetches (``session_id=0``, ``session_epoch=-1``), replica id -1,
-  ``current_leader_epoch=-1`` (no fencing: a stale leader answers NOT_LEADER_OR_FOLLOWER anyway).
+  ``current_leader_epoch`` = the leader epoch of the last Metadata answer (KIP-320, v9+; also
+  ListOffsets v4+): a leader whose epoch differs answers FENCED_LEADER_EPOCH or
+  UNKNOWN_LEADER_EPOCH (``Partition.getLocalLog`` / ``checkCurrentLeaderEpoch``) and metadata is
+  refreshed. A Metadata answer whose leader epoch is below the one seen is not believed for
+  that partition (``Metadata.updateLatestMetadata``).
   Kafka 4.x removed Fetch v0-v3 (KIP-896), so the v4 floor also works with 4.x brokers.
 
 Fetch semantics callers must know (real Kafka behaviour, mirrored by the test fake)
@@ -54,6 +58,12 @@ Fetch semantics callers must know (real Kafka behaviour, mirrored by the test fa
 * A broker over quota answers with *no partitions* and ``throttle_time_ms`` > 0
   (``KafkaApis.handleFetchRequest``): waited out and retried (not counted against ``retries``;
   at most ``4 x retries`` throttled answers per fetch, then :class:`KafkaUnavailable`).
+* KIP-219 (2.0+ brokers): any answer may carry ``throttle_time_ms`` > 0, after which the broker
+  mutes that connection. The answer is used, and the next request to that node waits until the
+  throttle has passed (``NetworkClient.maybeThrottle``), while other nodes are asked as usual; a
+  throttle is never a failure (see :meth:`KafkaWire._unthrottled`).
+* Requests to different brokers go out at once (:mod:`streaming.sources.kafka_parallel`), each
+  awaited up to ``broker_timeout_ms``: a stalled broker costs the others that long, once.
 * ``PreferredReadReplica`` (Fetch v11+, KIP-392): a leader configured with a replica selector may
   answer with no records and a follower's id. No rack id is sent, so a correct broker never does;
   if one does, the same fetch is sent to that replica once (it serves reads up to its own high
@@ -86,6 +96,10 @@ Fault handling
   configuration tells it, and the ``kafka-acls.sh`` command that grants it. Note that Kafka
   leaves topics the principal may not Describe out of an all-topics Metadata answer, so a
   ``pattern`` silently skips them (``handleTopicMetadataRequest``).
+* Any other partition error code of ListOffsets or Fetch (UNKNOWN_SERVER_ERROR, CORRUPT_MESSAGE,
+  ...) is retried like a leader error (``OffsetFetcherUtils.handleListOffsetResponse``'s default
+  branch; see streaming/sources/kafka_errors.py); only configuration errors
+  (``kafka_errors.CONFIGURATION_ERRORS``: the message names the setting) stop at once.
 * Anything else (authentication failures, unsupported versions, corrupt responses) raises
   :class:`KafkaWireError` immediately. Nothing is ever skipped silently.
 
@@ -121,6 +135,9 @@ from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest
 
+from streaming.sources.kafka_errors import Action, configuration_message
+from streaming.sources.kafka_errors import action as error_action
+from streaming.sources.kafka_parallel import NodeDeadline, StalledNodes, per_node
 from streaming.sources.kafka_security import AUTHORIZATION_ERRORS, authorization_message, principal_of
 
 log = logging.getLogger(__name__)
@@ -196,6 +213,8 @@ def error_name(code: int) -> str:
         return "NOT_LEADER_OR_FOLLOWER"
     if code == _REBOOTSTRAP_REQUIRED:
         return "REBOOTSTRAP_REQUIRED"
+    if code == -1:  # kafka-python calls it UNKNOWN; Kafka's Errors name is UNKNOWN_SERVER_ERROR
+        return "UNKNOWN_SERVER_ERROR"
     if code in Errors.kafka_errors:
         return Errors.kafka_errors[code].message
     return f"UNKNOWN_ERROR_{code}"
@@ -463,11 +482,14 @@ class _ListOffsets(ListOffsetsRequest, init=False):
     :class:`_ListOffsetsDecoder` into a :class:`_ListOffsetsAnswer`.
     """
 
-    def __init__(self, by_topic: list[tuple[str, list[int]]], timestamp: int, isolation: int, timeout_ms: int):
+    def __init__(self, by_topic: list[tuple[str, list[int]]], timestamp: int, isolation: int, timeout_ms: int,
+                 epochs: dict[str, dict[int, int]] | None = None):
         super().__init__(replica_id=-1, isolation_level=isolation, topics=[], timeout_ms=timeout_ms,
                          min_version=LIST_OFFSETS_MIN_VERSION, max_version=LIST_OFFSETS_MAX_VERSION)
         self.wanted = by_topic
         self.timestamp = timestamp
+        # topic -> {partition: leader epoch}: CurrentLeaderEpoch (v4+, KIP-320), -1 where unknown
+        self.epochs = epochs or {}
 
     def with_header(self, correlation_id: int = 0, client_id: str = "kafka-python") -> None:
         self._header = _ListOffsetsHeader(request_api_key=self.API_KEY, request_api_version=self.API_VERSION,
@@ -491,11 +513,12 @@ class _ListOffsets(ListOffsetsRequest, init=False):
             raw = name.encode()
             out.append((_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw)
             out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
+            ep = self.epochs.get(name, {})
             if flexible:
-                out.extend([pack(p, -1, ts, 0) for p in parts])
+                out.extend([pack(p, ep.get(p, -1), ts, 0) for p in parts])
                 out.append(b"\x00")
             elif v >= 4:
-                out.extend([pack(p, -1, ts) for p in parts])
+                out.extend([pack(p, ep.get(p, -1), ts) for p in parts])
             else:
                 out.extend([pack(p, ts) for p in parts])
         if v >= 10:
@@ -606,6 +629,12 @@ class KafkaWire:
             What the cache costs: a topic deleted and created again under the same name, whose
             offsets did not go backwards, is told apart by its new topic id only at the next
             refresh (at most ``metadata_max_age_ms`` later) - as a Java consumer would.
+        broker_timeout_ms: how long :meth:`offsets_available` and :meth:`fetch_many` wait for one
+            broker (default ``request_timeout_ms``). All brokers are asked at once; the
+            partitions of a broker that has not answered by then are unavailable for that call
+            (its request stays in flight, and later calls do not wait on that broker again
+            until it has answered or timed out): one stalled broker costs the others at most
+            this long, once (streaming/sources/kafka_parallel.py).
         **kafka_configs: any other ``kafka.net.KafkaConnectionManager`` setting
             (``ssl_context``, ``ssl_check_hostname``, ``sasl_oauth_token_provider``,
             ``proxy_url``, ``client_dns_lookup``, ``api_version``, ...).
@@ -620,7 +649,7 @@ class KafkaWire:
                  reconnect_backoff_max_ms: int = 1000, socket_connection_setup_timeout_ms: int | None = None,
                  bootstrap_timeout_ms: int | None = None, receive_message_max_bytes: int = 100_000_000,
                  deletion_confirmations: int = 3, metadata_max_age_ms: int = 0,
-                 **kafka_configs: Any):
+                 broker_timeout_ms: int | None = None, **kafka_configs: Any):
         unknown = set(kafka_configs) - _PASSTHROUGH
         if unknown:
             raise ValueError(f"unknown kafka-python connection settings: {sorted(unknown)}")
@@ -661,6 +690,7 @@ class KafkaWire:
             "bootstrap_timeout_ms": bootstrap_timeout_ms or request_timeout_ms,
             "deletion_confirmations": deletion_confirmations,
             "metadata_max_age_ms": int(metadata_max_age_ms),
+            "broker_timeout_ms": int(broker_timeout_ms or request_timeout_ms),
         }
         self._init_runtime()
 
@@ -675,6 +705,9 @@ class KafkaWire:
         self._leaders: dict[str, dict[int, int]] = {}
         # topic -> topic id (Metadata v10+), for telling a recreated topic from the same one
         self._topic_ids: dict[str, str] = {}
+        # topic -> {partition: leader epoch} (Metadata v7+): sent as current_leader_epoch in
+        # Fetch v9+ / ListOffsets v4+ (KIP-320) and used to reject older metadata
+        self._epochs: dict[str, dict[int, int]] = {}
         # discovery cache (metadata_max_age_ms): topic -> (is_internal, sorted partitions, monotonic
         # time of the Metadata answer), when the last all-topics answer came, and since when
         # everything older is suspect (a failure happened)
@@ -683,6 +716,8 @@ class KafkaWire:
         self._md_suspect_at = float("-inf")
         # (log start, high watermark) last returned per partition, to notice offsets going backwards
         self._last_offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        self.throttle_waits = 0  # requests held back by a KIP-219 throttle (see _unthrottled)
+        self._stalled = StalledNodes()  # brokers with a request overdue past broker_timeout_ms
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_config": dict(self._config)}
@@ -881,21 +916,31 @@ class KafkaWire:
         return self._run(self._fetch_async, topic, int(partition), int(offset), int(max_bytes), int(max_wait_ms),
                          int(min_bytes))
 
-    def fetch_many(self, items: Iterable[tuple[str, int, int]], max_bytes: int) -> dict[tuple[str, int], FetchResult]:
-        """One multi-partition Fetch per leader for ``(topic, partition, offset)`` items, pipelined.
+    def fetch_many(self, items: Iterable[tuple[str, int, int]], max_bytes: int, *,
+                   partition_max_bytes: int | None = None) -> dict[tuple[str, int], FetchResult]:
+        """One multi-partition Fetch per leader for ``(topic, partition, offset)`` items, sent to
+        all leaders at once, each awaited up to ``broker_timeout_ms``.
 
         ``max_bytes`` is both the request and the per-partition limit (KIP-74: the first
-        partition of a response gets at least one whole batch). Only plain successes are
-        returned: a partition missing from the result (no known leader, a partition error, a
-        throttled or failed request, a preferred read replica) is for the caller to fetch alone
-        with :meth:`fetch`, which handles each of those cases.
+        partition of a response gets at least one whole batch); with ``partition_max_bytes``,
+        that bounds each partition and a request for n partitions may carry n times as much. Only
+        plain successes are returned: a partition missing from the result (no known leader, a
+        partition error, a throttled or failed request, a preferred read replica) is for the
+        caller to fetch alone with :meth:`fetch`, which handles each of those cases, unless its
+        leader is :meth:`stalled` (it did not answer in time: fetching alone would wait again).
         """
         wanted = [(str(t), int(p), int(o)) for t, p, o in items]
         if not wanted:
             return {}
-        return self._run(self._fetch_many_async, wanted, int(max_bytes))
+        return self._run(self._fetch_many_async, wanted, int(max_bytes), partition_max_bytes)
 
-    async def _fetch_many_async(self, wanted: list[tuple[str, int, int]], max_bytes: int):
+    def stalled(self, topic: str, partition: int) -> bool:
+        """Whether the partition's leader has a request overdue past ``broker_timeout_ms``."""
+        leader = self._leaders.get(topic, {}).get(partition)
+        return leader is not None and self._stalled.busy(leader) is not None
+
+    async def _fetch_many_async(self, wanted: list[tuple[str, int, int]], max_bytes: int,
+                                partition_max_bytes: int | None = None):
         unknown = sorted({t for t, p, _ in wanted if not self._known((t, p))})
         if unknown:  # a fresh executor process: one Metadata request for all, not one per partition
             try:
@@ -907,18 +952,21 @@ class KafkaWire:
             leader = self._leaders.get(t, {}).get(p, -1)
             if leader >= 0:
                 by_leader[leader].append((t, p, o))
-        futures = {}
-        for leader, its in by_leader.items():
-            request = self._fetch_request_many(its, max_bytes)
-            try:
-                futures[leader] = (self._send_nowait(leader, request), request, its)
-            except Exception:  # left to the single-partition path (KafkaWire.fetch)
-                continue
+        requests = {leader: self._fetch_request_many(its, max_bytes, partition_max_bytes)
+                    for leader, its in by_leader.items()}
+
+        def job(leader: int):
+            async def send():
+                return await self._send(leader, requests[leader])
+            return send
+
+        # every leader at once, each on its own deadline (kafka_parallel.per_node)
+        answers = await per_node(self._net, self._manager.wait_for, {leader: job(leader) for leader in requests},
+                                 self._config["broker_timeout_ms"], self._stalled)
         out: dict[tuple[str, int], FetchResult] = {}
-        for leader, (fut, request, its) in futures.items():
-            try:
-                response = await self._await(fut)
-            except Exception:  # left to the single-partition path (KafkaWire.fetch)
+        for leader, response in answers.items():
+            request, its = requests[leader], by_leader[leader]
+            if isinstance(response, BaseException):  # left to the single-partition path (KafkaWire.fetch)
                 continue
             if getattr(response, "error_code", 0):
                 continue
@@ -934,18 +982,34 @@ class KafkaWire:
                                           "NONE", FetchStatus.OK, leader, version)
         return out
 
-    def _fetch_request_many(self, items: list[tuple[str, int, int]], max_bytes: int):
+    def _fetch_request_many(self, items: list[tuple[str, int, int]], max_bytes: int,
+                            partition_max_bytes: int | None = None):
         by_topic: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for t, p, o in items:
             by_topic[t].append((p, o))
         Topic = FetchRequest.FetchTopic
+        request_max = max_bytes
+        if partition_max_bytes is not None:
+            request_max, max_bytes = partition_max_bytes * len(items), partition_max_bytes
         return FetchRequest(
-            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=READ_UNCOMMITTED,
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=request_max, isolation_level=READ_UNCOMMITTED,
             session_id=0, session_epoch=-1,
             topics=[Topic(topic=t, partitions=[Topic.FetchPartition(
-                partition=p, current_leader_epoch=-1, fetch_offset=o, last_fetched_epoch=-1, log_start_offset=-1,
+                partition=p, current_leader_epoch=self._epoch(t, p), fetch_offset=o, last_fetched_epoch=-1,
+                log_start_offset=-1,
                 partition_max_bytes=max_bytes) for p, o in ps]) for t, ps in by_topic.items()],
             forgotten_topics_data=[], rack_id="", min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION)
+
+    def names_create_internal_topics(self) -> bool:
+        """Whether a Metadata request naming a missing internal topic may create it on these
+        brokers: before 2.8, ``KafkaApis.getTopicMetadata`` sends it to ``createInternalTopic``
+        whatever AllowAutoTopicCreation says; from 2.8 (KAFKA-9751) only when it is allowed,
+        which KafkaWire never does. 2.8 is told by Metadata v10 (topic ids, new in 2.8) in the
+        negotiated ApiVersions; unknown counts as "may create"."""
+        self._ensure_started()
+        bvd = self._manager.broker_version_data if self._manager is not None else None
+        rng = (getattr(bvd, "api_versions", None) or {}).get(MetadataRequest.API_KEY)
+        return rng is None or rng[1] < 10
 
     def leader(self, topic: str, partition: int) -> int | None:
         """Cached leader node id (-1: no leader, None: unknown/not yet looked up)."""
@@ -990,11 +1054,42 @@ class KafkaWire:
         return await self._manager.wait_for(future, timeout_ms)
 
     async def _send(self, node_id: Any, request):
+        await self._unthrottled(node_id)
         return await self._await(self._send_nowait(node_id, request))
+
+    def _throttled_for(self, node_id: Any) -> int:
+        """Milliseconds the node's connection stays throttled (KIP-219), 0 if it is not."""
+        conn = self._manager._conns.get(node_id) if self._manager is not None else None
+        if conn is None or "throttle" not in conn.paused:
+            return 0
+        return max(int((getattr(conn, "_throttle_time", 0) - time.monotonic()) * 1000), 1)
+
+    async def _unthrottled(self, node_id: Any) -> None:
+        """KIP-219: wait until the node's connection is no longer throttled.
+
+        A broker (2.0+) answers at once with ``throttle_time_ms`` > 0 and mutes the connection for
+        that long; the Java client's ``NetworkClient.maybeThrottle`` marks the node throttled
+        (``ClusterConnectionStates.throttle``) and ``canSendRequest`` sends nothing to it until
+        then, while other nodes are used as usual. kafka-python pauses the connection the same
+        way (``KafkaConnection._maybe_throttle``) but *fails* a request sent meanwhile with
+        NodeNotReadyError, which would count as a broker failure: so the request waits here,
+        on this node only, and a throttle is never a failure.
+        """
+        manager = self._manager
+        while manager is not None:
+            conn = manager._conns.get(node_id)  # kafka-python 3.0 internals: the node's connection
+            if conn is None or "throttle" not in conn.paused:
+                return
+            self.throttle_waits += 1
+            await self._net.sleep(max(getattr(conn, "_throttle_time", 0) - time.monotonic(), 0.005))
 
     def _metadata_node(self) -> Any:
         manager = self._manager
         node = manager.least_loaded_node()
+        if node is not None and self._stalled.busy(node) is not None:
+            # a broker with an overdue request would hold Metadata up too: any other one will do
+            others = [b.node_id for b in manager.cluster.brokers() if self._stalled.busy(b.node_id) is None]
+            node = random.choice(others) if others else node
         if node is None:
             node = random.choice(manager.cluster.bootstrap_brokers()).node_id
         return node
@@ -1011,13 +1106,18 @@ class KafkaWire:
                 include_topic_authorized_operations=False,
                 min_version=METADATA_MIN_VERSION,
             )
-            try:
-                response = await self._send(node, request)
-            except Exception as exc:
-                if not _retriable_exception(exc):
+            async def ask(node=node, request=request):
+                return await self._send(node, request)
+
+            # any broker can answer Metadata: one that does not within broker_timeout_ms is
+            # left for another (per_node remembers it as stalled)
+            response = (await per_node(self._net, self._manager.wait_for, {node: ask},
+                                       self._config["broker_timeout_ms"], self._stalled))[node]
+            if isinstance(response, BaseException):
+                if not isinstance(response, NodeDeadline) and not _retriable_exception(response):
                     raise KafkaWireError(f"Metadata request to {self._node_desc(node)} failed: "
-                                         f"{_describe(exc)}") from exc
-                await attempts.failed(exc, node)
+                                         f"{_describe(response)}") from response
+                await attempts.failed(response, node)
                 continue
             top_error = getattr(response, "error_code", 0) or 0  # Metadata v13+ (KIP-1102)
             if top_error:
@@ -1056,12 +1156,47 @@ class KafkaWire:
                 else:
                     self._md_topics.pop(t.name, None)
             if t.error_code == 0:
-                self._leaders[t.name] = {p.partition_index: p.leader_id for p in t.partitions}
                 topic_id = getattr(t, "topic_id", None)
-                if topic_id is not None and topic_id.int != 0:  # zero uuid: no id (v < 10)
-                    self._topic_ids[t.name] = str(topic_id)
+                new_id = str(topic_id) if topic_id is not None and topic_id.int != 0 else None  # zero: v < 10
+                self._leaders[t.name] = self._latest_leaders(t, new_id)
+                if new_id is not None:
+                    self._topic_ids[t.name] = new_id
             elif t.error_code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID, 17):  # 17 INVALID_TOPIC
                 self._leaders.pop(t.name, None)
+                self._epochs.pop(t.name, None)
+
+    def _latest_leaders(self, t, new_id: str | None) -> dict[int, int]:
+        """Partition -> leader from one Metadata topic answer, never older than what was seen.
+
+        Java's ``Metadata.updateLatestMetadata``: a partition whose leader epoch (v7+) is below the
+        last seen one keeps the cached leader (the answering broker's metadata cache lags: every
+        broker applies updates on its own); a new topic id resets the epoch (a recreated topic
+        starts again at 0); no epoch in the answer (v < 7, or -1) forgets the last seen one.
+        """
+        old_leaders = self._leaders.get(t.name, {})
+        old_epochs = self._epochs.get(t.name, {})
+        recreated = new_id is not None and self._topic_ids.get(t.name) not in (None, new_id)
+        leaders: dict[int, int] = {}
+        epochs: dict[int, int] = {}
+        for p in t.partitions:
+            i = p.partition_index
+            epoch = getattr(p, "leader_epoch", -1)
+            epoch = -1 if epoch is None else epoch
+            seen = old_epochs.get(i)
+            if epoch >= 0 and seen is not None and epoch < seen and not recreated and i in old_leaders:
+                log.debug("KafkaWire: %s-%s: metadata with leader epoch %d older than %d seen; keeping leader %s",
+                          t.name, i, epoch, seen, old_leaders[i])
+                leaders[i], epochs[i] = old_leaders[i], seen
+                continue
+            leaders[i] = p.leader_id
+            if epoch >= 0:
+                epochs[i] = epoch
+        self._epochs[t.name] = epochs
+        return leaders
+
+    def _epoch(self, topic: str, partition: int) -> int:
+        """current_leader_epoch to send (KIP-320): the last seen leader epoch, -1 if unknown."""
+        return self._epochs.get(topic, {}).get(partition, -1)
 
     @staticmethod
     def _topic_errors(response, names: set[str]) -> dict[str, int]:
@@ -1158,25 +1293,24 @@ class KafkaWire:
                     last_error = errors[tp] = f"no leader for {tp[0]}-{tp[1]} (LEADER_NOT_AVAILABLE)"
                     continue
                 by_leader[leader].append(tp)
+            # every leader is asked at once, each on its own deadline (kafka_parallel.per_node)
+            deadline = self._config["broker_timeout_ms"] if partial else None
+            by_node = await per_node(self._net, self._manager.wait_for,
+                                     {leader: self._list_offsets_job(leader, tps) for leader, tps in by_leader.items()},
+                                     deadline, self._stalled if partial else None)
             for leader, tps in by_leader.items():
-                futures = []
-                for ts, isolation in ((_EARLIEST, READ_UNCOMMITTED), (_LATEST, READ_UNCOMMITTED),
-                                      (_LATEST, READ_COMMITTED)):
-                    try:  # all three are pipelined on the leader's connection
-                        futures.append(self._send_nowait(leader, self._list_offsets_request(tps, ts, isolation)))
-                    except Exception as exc:
-                        futures.append(exc)
-                answers: list[dict[tuple[str, int], tuple[int, int]] | BaseException] = []
-                for fut in futures:
-                    if isinstance(fut, BaseException):
-                        answers.append(fut)
-                        continue
-                    try:
-                        response = await self._await(fut)
-                    except Exception as exc:
-                        answers.append(exc)
-                        continue
-                    answers.append(response.offsets)
+                answers = by_node[leader]
+                if isinstance(answers, NodeDeadline):
+                    # a broker that does not answer in time: its partitions are unavailable for
+                    # this call at once (a second round would only wait on it again)
+                    left = self._throttled_for(leader)
+                    why = (f"throttled by the broker (quota, KIP-219) for {left} ms more than broker_timeout_ms"
+                           if left else str(answers))
+                    for tp in tps:
+                        unavailable[tp] = errors[tp] = f"leader {self._node_desc(leader)}: {why}"
+                    continue
+                if isinstance(answers, BaseException):
+                    answers = [answers]
                 failure = next((a for a in answers if isinstance(a, BaseException)), None)
                 if failure is not None:
                     if not _retriable_exception(failure):
@@ -1200,15 +1334,21 @@ class KafkaWire:
                                                       topic_id=self._topic_ids.get(tp[0]))
                         continue
                     code = codes[0]
-                    if code in _LEADER_ERRORS or code in (_UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_ID):
-                        retry.append(tp)
-                        last_error = errors[tp] = f"{error_name(code)} for {tp[0]}-{tp[1]}"
-                        last_node = leader
-                        continue
-                    if code in AUTHORIZATION_ERRORS:
+                    act = error_action(code)
+                    if act is Action.DENIED:
                         raise self._denied("ListOffsets", code, tp[0], leader)
-                    raise KafkaWireError(f"ListOffsets for {tp[0]}-{tp[1]} at {self._node_desc(leader)} failed: "
-                                         f"{error_name(code)}", error_code=code)
+                    if act is Action.CONFIGURATION:
+                        raise KafkaWireError(configuration_message("ListOffsets", code, error_name(code),
+                                                                   f"{tp[0]}-{tp[1]}", self._node_desc(leader)),
+                                             error_code=code)
+                    # OffsetFetcherUtils.handleListOffsetResponse: leader/topic errors and every
+                    # unexpected code (UNKNOWN_SERVER_ERROR, ...) retry the partition
+                    if code not in _LEADER_ERRORS and act is not Action.UNKNOWN_TOPIC:
+                        log.warning("KafkaWire: ListOffsets for %s-%s failed at %s with %s; retrying", tp[0], tp[1],
+                                    self._node_desc(leader), error_name(code))
+                    retry.append(tp)
+                    last_error = errors[tp] = f"{error_name(code)} for {tp[0]}-{tp[1]}"
+                    last_node = leader
             pending = retry
             if pending:
                 self._metadata_suspect()
@@ -1252,11 +1392,39 @@ class KafkaWire:
             else:
                 last[tp] = (o.log_start, o.high_watermark)
 
+    def _list_offsets_job(self, leader: int, tps: list[tuple[str, int]]):
+        """The three ListOffsets requests of one leader (log start, high watermark, LSO), pipelined
+        on its connection once any KIP-219 throttle has passed: a list of three
+        ``{(topic, partition): (error code, offset)}`` answers, or exceptions in their places."""
+
+        async def job() -> list[Any]:
+            await self._unthrottled(leader)
+            futures: list[Any] = []
+            for ts, isolation in ((_EARLIEST, READ_UNCOMMITTED), (_LATEST, READ_UNCOMMITTED),
+                                  (_LATEST, READ_COMMITTED)):
+                try:
+                    futures.append(self._send_nowait(leader, self._list_offsets_request(tps, ts, isolation)))
+                except Exception as exc:
+                    futures.append(exc)
+            answers: list[Any] = []
+            for fut in futures:
+                if isinstance(fut, BaseException):
+                    answers.append(fut)
+                    continue
+                try:
+                    answers.append((await self._await(fut)).offsets)
+                except Exception as exc:
+                    answers.append(exc)
+            return answers
+
+        return job
+
     def _list_offsets_request(self, tps: list[tuple[str, int]], timestamp: int, isolation: int):
         by_topic: dict[str, list[int]] = defaultdict(list)
         for t, p in tps:
             by_topic[t].append(p)
-        return _ListOffsets(list(by_topic.items()), timestamp, isolation, self._config["request_timeout_ms"])
+        return _ListOffsets(list(by_topic.items()), timestamp, isolation, self._config["request_timeout_ms"],
+                            self._epochs)
 
     def _fetch_request(self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
                        min_bytes: int):
@@ -1269,7 +1437,8 @@ class KafkaWire:
             session_id=0,
             session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
-                partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                partition=partition, current_leader_epoch=self._epoch(topic, partition), fetch_offset=offset,
+                last_fetched_epoch=-1,
                 log_start_offset=-1, partition_max_bytes=max_bytes)])],
             forgotten_topics_data=[],
             rack_id="",
@@ -1341,14 +1510,17 @@ class KafkaWire:
                 await attempts.failed(f"{error_name(code)} for {topic}-{partition} although metadata lists it",
                                       leader)
                 continue
-            if code in _LEADER_ERRORS:
-                await attempts.failed(f"{error_name(code)} for {topic}-{partition}", leader)
-                await self._metadata_async([topic], attempts)
-                continue
-            if code in AUTHORIZATION_ERRORS:
+            act = error_action(code)
+            if act is Action.DENIED:
                 raise self._denied("Fetch", code, topic, leader)
-            raise KafkaWireError(f"Fetch {topic}-{partition} at offset {offset} from {self._node_desc(leader)} "
-                                 f"failed: {error_name(code)}", error_code=code)
+            if act is Action.CONFIGURATION:
+                raise KafkaWireError(configuration_message("Fetch", code, error_name(code), f"{topic}-{partition}",
+                                                           self._node_desc(leader)), error_code=code)
+            # FetchCollector.handleInitializeErrors: leader errors, UNKNOWN_LEADER_EPOCH and
+            # UNKNOWN_SERVER_ERROR are fetched again (txnwatch also retries the rest, bounded;
+            # see streaming/sources/kafka_errors.py)
+            await attempts.failed(f"{error_name(code)} for {topic}-{partition}", leader)
+            await self._metadata_async([topic], attempts)
 
     def _fetch_partition(self, response, tp: tuple[str, int], node: Any) -> tuple[int, Any]:
         """(error code, partition data) of ``tp`` in a Fetch response; a top-level error wins."""

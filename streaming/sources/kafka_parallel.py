@@ -1,0 +1,91 @@
+"""One request job per broker, all at once, each with its own deadline (KafkaWire's IO loop).
+
+Why: the live source asks every partition leader for offsets every trigger and probes the
+open ones with Fetch. Asked one broker after the other, one broker whose disk stalls (its
+requests are read and never answered) holds up every broker after it for a whole request
+timeout, per round. Java's ``NetworkClient`` has no such coupling: requests to different nodes
+are in flight together and each has its own timeout (``InFlightRequests``), and the consumer's
+``OffsetFetcher``/``Fetcher`` send one request per node (``groupListOffsetRequests``,
+``prepareFetchRequests``).
+
+:func:`per_node` starts one coroutine per node on the KafkaWire IO loop (kafka-python's
+``NetworkSelector``) and collects each result by a common deadline. A job that has not finished
+by then is reported as :class:`NodeDeadline` and keeps running in the background (its request
+is still in flight; kafka-python closes the connection at ``request_timeout_ms``); its node is
+remembered as *stalled* until that job ends, so later calls do not wait on it again
+(:meth:`StalledNodes.busy`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+
+class NodeDeadline(Exception):
+    """A node's job did not finish by the deadline (its request is still in flight)."""
+
+    def __init__(self, node: Any, waited_ms: int, since: float | None = None):
+        self.node = node
+        self.waited_ms = waited_ms
+        self.since = since
+        what = (f"did not answer within {waited_ms} ms" if since is None else
+                f"has not answered a request sent {time.monotonic() - since:.1f} s ago")
+        super().__init__(f"broker {node} {what} (broker_timeout_ms)")
+
+
+class StalledNodes:
+    """Nodes with a job still running past its deadline: node -> (job future, monotonic start)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[Any, tuple[Any, float]] = {}
+
+    def busy(self, node: Any) -> float | None:
+        """When the node's overdue job started, if it is still running; else None."""
+        job = self._jobs.get(node)
+        if job is None:
+            return None
+        if job[0].is_done:
+            del self._jobs[node]
+            return None
+        return job[1]
+
+    def add(self, node: Any, future: Any, started: float) -> None:
+        self._jobs[node] = (future, started)
+
+
+async def per_node(net: Any, wait_for: Callable[[Any, float], Awaitable[Any]],
+                   jobs: dict[Any, Callable[[], Awaitable[Any]]], deadline_ms: int | None,
+                   stalled: StalledNodes | None = None) -> dict[Any, Any]:
+    """Run ``jobs`` (node -> coroutine function) concurrently; node -> result or exception.
+
+    ``wait_for(future, timeout_ms)`` is kafka-python's ``KafkaConnectionManager.wait_for``. With
+    ``deadline_ms`` None every job is awaited to its end (each request still has its own
+    timeout). A node in ``stalled`` whose earlier job is still running is not asked again: its
+    result is a :class:`NodeDeadline` at once.
+    """
+    started = time.monotonic()
+    futures: dict[Any, Any] = {}
+    out: dict[Any, Any] = {}
+    for node, job in jobs.items():
+        since = stalled.busy(node) if stalled is not None else None
+        if since is not None:
+            out[node] = NodeDeadline(node, deadline_ms or 0, since)
+            continue
+        futures[node] = net.call_soon_with_future(job)
+    for node, fut in futures.items():
+        try:
+            if deadline_ms is None:
+                out[node] = await fut
+            else:
+                left = max(deadline_ms - (time.monotonic() - started) * 1000, 1)
+                out[node] = await wait_for(fut, left)
+        except Exception as exc:
+            if not fut.is_done and deadline_ms is not None:
+                if stalled is not None:
+                    stalled.add(node, fut, started)
+                out[node] = NodeDeadline(node, deadline_ms)
+            else:
+                out[node] = exc
+    return out
