@@ -288,8 +288,10 @@ def test_fake_lists_transactions_and_answers_describe_producers_only_from_the_le
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=5000)
         try:
             listed = admin.list_transactions()
+            # TransactionStateManager.listTransactionStates lists every id the coordinator holds,
+            # including what it loaded from the staged __transaction_state (the scenario's heartbeat)
             assert sorted((t.transactional_id, t.state.value) for ts in listed.values() for t in ts) == [
-                ("busy", "Ongoing"), ("late-writer", "CompleteCommit")]
+                ("busy", "Ongoing"), ("late-writer", "CompleteCommit"), ("txnwatch-heartbeat", "CompleteCommit")]
             assert [t.transactional_id for ts in admin.list_transactions(state_filters=["Ongoing"]).values()
                     for t in ts] == ["busy"]
             leader = broker.leader("orders", 0)
@@ -412,12 +414,6 @@ def test_live_enrichment_uses_describe_producers_where_the_broker_has_it(tmp_pat
     sc = live_scenario(tmp_path)
     f = sc.expected[0]
     with FakeKafkaBroker(sc.root, broker_version=version) as broker:
-        # The coordinator holds what its __transaction_state says (TransactionStateManager
-        # .loadTransactionsForTxnTopicPartition): late-writer's last transaction committed, orders-0
-        # not in it. The fake does not load staged logs, so it is told; without this it would answer
-        # TRANSACTIONAL_ID_NOT_FOUND, which (the coordinator's word outranking the log, detection.md
-        # §0) makes the finding coordinator-unaware.
-        broker.set_transaction("late-writer", producer_id=f["producer_id"], producer_epoch=0, state="CompleteCommit")
         wire = KafkaWire(broker.bootstrap_servers, request_timeout_ms=3000, retries=2)
         try:
             with _confirm(broker, lookback=KafkaLookback(wire)) as confirm:
@@ -435,6 +431,7 @@ def test_live_enrichment_uses_describe_producers_where_the_broker_has_it(tmp_pat
     else:
         assert a["coordinator_epoch_source"] == "describe-producers"
         assert a["evidence"]["describe_producers"]["current_txn_start_offset"] == f["first_offset"]
-        # the coordinator says late-writer's last transaction committed: it does not own orders-0
+        # the coordinator loaded late-writer's CompleteCommit from __transaction_state
+        # (TransactionStateManager.loadTransactionsForTxnTopicPartition): it does not own orders-0
         assert a["confirmed_by"] == ([DESCRIBE_PRODUCERS] if version == (2, 8)
                                      else [DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS])
