@@ -289,6 +289,8 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         "pending_offset_commits": None,
         "stale": None,  # set on re-publication while the partition is unreadable (streaming/availability.py)
         "last_read_ms": None,
+        "log_start_offset": _int(log_start),  # issue 20: the log start at detection
+        "pinned_since_ms": None,  # only findings of streaming/pinned_lso.py
         # detection.md §0: each missing proof; empty iff verified (resolutions: empty)
         "unverified_reasons": ([] if status == RESOLVED else list(v.unverified_reasons) if v is not None
                                else list(row.get("unverified_reasons") or [])),

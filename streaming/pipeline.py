@@ -15,6 +15,7 @@ its threshold, so a silent hanging transaction fires with no new input for that 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -25,10 +26,11 @@ from typing import Any
 
 import pandas as pd
 
-from streaming.alerts import AlertConfig, Enricher
+from streaming.alerts import REQUIRED_PERMISSION, AlertConfig, Enricher, abort_commands
 from streaming.availability import Availability
 from streaming.broker_evidence import BrokerEvidence
 from streaming.events import FIELD_NAMES
+from streaming.pinned_lso import PinnedLso
 from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, event_records, process_key
 
 log = logging.getLogger("txnwatch")
@@ -166,8 +168,9 @@ class SinkSet:
 
 
 #: Crash-test hook (tests/test_crash_restart.py): ``<point>:<marker file>`` makes the first
-#: publishing micro-batch write the marker file and stop at ``point`` (``before-sinks``, or
-#: ``after-sink-N`` = after the N-th configured sink) until the test kills the driver.
+#: publishing micro-batch write the marker file and stop at ``point`` (``before-sinks``,
+#: ``after-sink-N`` = after the N-th configured sink, or ``after-save`` = after the batch was
+#: recorded as published) until the test kills the driver.
 TEST_PAUSE_ENV = "TXNWATCH_TEST_PAUSE"
 
 
@@ -197,13 +200,18 @@ def _transaction_version(broker: Any) -> int | None:
         return None
 
 
-def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availability | None = None) -> Callable:
+def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availability | None = None,
+                      unread_ledger: str | None = None, pinned: PinnedLso | None = None) -> Callable:
     """``foreachBatch`` function: enrich, dedupe replays, publish, persist the enricher.
 
     ``availability`` (live path): availability records first, then the verdicts of partitions
     read this batch; verdicts of unreadable partitions are held back (streaming/availability.py).
     On the live path (``enricher.broker``) each late/hanging alert also gets the cluster's own
     confirmation (``streaming.broker_confirm.annotate``) before it is published.
+    ``unread_ledger`` (live path): where each partition's read stopped short is recorded there
+    first, so that the next plan reads it again (streaming/sources/kafka_unread.py).
+    ``pinned`` (live path): findings of LSOs pinned at the log start by a transaction no read has
+    seen (streaming/pinned_lso.py), after the state's own.
     """
     availability = availability or Availability()
 
@@ -219,6 +227,10 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
         rows = [r.asDict() for r in batch_df.collect()]
         progress = [r for r in rows if r["out_kind"] == "progress"]
         gaps = [r for r in rows if r["out_kind"] == "gap"]
+        if unread_ledger:
+            from streaming.sources.kafka_unread import record_unread
+
+            record_unread(unread_ledger, batch_id, gaps)  # before anything records the batch as done
         raw = [r for r in rows if r["out_kind"] == "alert"]
         raw.sort(key=lambda r: (r["topic"], r["partition"], r["first_offset"], r["now_ms"] or 0))
         enricher.observe_open_sets([r for r in rows if r["out_kind"] == "open_set"])
@@ -231,6 +243,9 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
 
             for a in alerts:
                 annotate(a, enricher.broker)
+        if pinned is not None:
+            alerts += pinned.observe(progress, enricher.open_transactions(), now, availability.not_read_through_now(),
+                                     enricher.broker)
         alerts = records + alerts
         if alerts:
             _test_pause("before-sinks")
@@ -238,6 +253,10 @@ def make_batch_writer(enricher: Enricher, sinks: SinkSet, availability: Availabi
         enricher.last_batch_id = batch_id
         enricher.save()
         availability.save()
+        if pinned is not None:
+            pinned.save()
+        if alerts:
+            _test_pause("after-save")  # recorded as published: the sinks must have acknowledged
         stats = {"rows": len(rows), "progress": len(progress), "gaps": gaps, "alerts": alerts,
                  "unavailable": availability.unavailable_by_topic(now),
                  "unavailable_partitions": sorted(availability.down),
@@ -258,12 +277,23 @@ def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineC
                 query_name: str | None = None, broker: BrokerEvidence | None = None):
     """Start the streaming job; returns the StreamingQuery. ``broker``: the live cluster's answers
     for the enrichment (None for files and dumps)."""
+    ledger = None
+    if source_format == "kafka-txn":
+        from streaming.sources.kafka_unread import LEDGER_OPTION, ledger_path
+
+        ledger = ledger_path(checkpoint)
+        options = {**options, LEDGER_OPTION: ledger}
     events = spark.readStream.format(source_format).options(**options).load()
     out = detect(events, cfg)
     enricher = Enricher(alert_cfg, checkpoint.rstrip("/") + "/txnwatch-sink.json", broker=broker)
     availability = Availability(checkpoint.rstrip("/") + "/txnwatch-availability.json")
+    pinned = None
+    if source_format == "kafka-txn":
+        pinned = PinnedLso(checkpoint.rstrip("/") + "/txnwatch-pinned-lso.json",
+                           lambda topic: cfg.thresholds_for(topic).max_timeout_ms + cfg.thresholds_for(topic).padding_ms,
+                           functools.partial(abort_commands, cfg=alert_cfg), REQUIRED_PERMISSION)
     w = out.writeStream.outputMode("update").option("checkpointLocation", checkpoint).foreachBatch(
-        make_batch_writer(enricher, sinks, availability))
+        make_batch_writer(enricher, sinks, availability, ledger, pinned))
     if query_name:
         w = w.queryName(query_name)
     w = w.trigger(**(trigger or {"processingTime": "2 seconds"}))

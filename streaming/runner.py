@@ -63,7 +63,8 @@ def build_sinks(sinks_cfg: SinksConfig, kafka: KafkaConfig, *, console_out=None)
             raise ConfigError("sinks.enabled contains kafka but kafka.bootstrap_servers is empty")
         from streaming.sinks.kafka_topic import BufferedAlertSink
 
-        # never holds up the JSONL/console sinks; retries in order through topic outages
+        # returns once the broker acknowledged the micro-batch's alerts (at least once across a
+        # kill -9); retries in order through topic outages
         sinks.sinks.append(BufferedAlertSink(KafkaAlertSink.from_config(kafka, sinks_cfg)))
     return sinks
 

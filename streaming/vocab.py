@@ -34,16 +34,20 @@ COORDINATOR_UNAWARE = "coordinator-unaware"
 COORDINATOR_FINISHED_WITHOUT_PARTITION = "coordinator-finished-without-partition"
 WRITE_AFTER_MARKER = "write-after-marker"
 EXCEEDS_MAX_TIMEOUT = "exceeds-max-timeout"  # no coordinator view: hanging but unverified
+# the LSO stayed at the log start longer than the threshold, held by a transaction whose first
+# batches retention deleted (streaming/pinned_lso.py): hanging, unverified
+OPEN_BEFORE_LOG_START = "open-before-log-start"
 HANGING_CAUSES = (COORDINATOR_UNAWARE, COORDINATOR_FINISHED_WITHOUT_PARTITION, WRITE_AFTER_MARKER,
-                  EXCEEDS_MAX_TIMEOUT)
+                  EXCEEDS_MAX_TIMEOUT, OPEN_BEFORE_LOG_START)
 
 MARKERS_PENDING = "markers-pending"
 COORDINATOR_STUCK = "coordinator-stuck"
 LONG_TRANSACTION = "long-transaction"
+LSO_PINNED_AT_LOG_START = "lso-pinned-at-log-start"  # the same, pinned for less than the threshold yet
 # KIP-939 two-phase commit (TransactionTimeoutMs = Integer.MAX_VALUE): an external transaction
 # manager owns the decision and the coordinator never times it out; never hanging, never aborted.
 PREPARED_2PC = "prepared-2pc"
-LATE_CAUSES = (MARKERS_PENDING, COORDINATOR_STUCK, LONG_TRANSACTION, PREPARED_2PC)
+LATE_CAUSES = (MARKERS_PENDING, COORDINATOR_STUCK, LONG_TRANSACTION, LSO_PINNED_AT_LOG_START, PREPARED_2PC)
 
 CAUSES = HANGING_CAUSES + LATE_CAUSES
 
@@ -96,6 +100,9 @@ ALERT_FIELDS = (
     "pending_offset_commits",
     # a finding re-published while its partition is unreadable (issue 14)
     "stale", "last_read_ms",
+    # the partition's log start at detection, and since when an unseen transaction pins the LSO
+    # there (issue 20, streaming/pinned_lso.py; null for other findings)
+    "log_start_offset", "pinned_since_ms",
     # what a finding's verification lacks (issue 19, detection.md §0): UNVERIFIED_REASONS, empty iff verified
     "unverified_reasons",
 )

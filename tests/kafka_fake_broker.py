@@ -675,6 +675,11 @@ class _PartitionLog:
         log_start, log_end, open_txns, aborted, segs = self.facts(serial)
         hw = log_end
         lso = min(hw, *open_txns.values()) if open_txns else hw
+        # UnifiedLog.maybeIncrementFirstUnstableOffset: max(first unstable offset, logStartOffset).
+        # ProducerStateManager keeps a transaction open when retention deletes its first batches
+        # (onLogStartOffsetIncremented drops only unreplicated ones), so the LSO is pinned at the
+        # log start until its marker arrives.
+        lso = max(lso, log_start)
         st = PartitionState(self.topic, self.partition, log_start, hw, lso, dict(open_txns), list(aborted),
                             leader, leader_epoch, [s.base_offset for s in segs], log_end)
         return st, segs
@@ -1105,6 +1110,7 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         self._groups: dict[str, dict[str, Any]] = {}  # group id -> protocol_type, state, offsets
         self._delete_counter = 0
         self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
+        self._remote_empty: dict[tuple[str, int], int] = {}  # (t, p) -> empty Fetch answers left (-1: all)
         self._fetch_throttles: collections.deque[int] = collections.deque()  # throttle_time_ms per Fetch
         self._throttles: list[list[Any]] = []  # [api, node id or None, throttle_time_ms, answers left] (throttle)
         # KIP-219 channel muting, per node: requests that arrived while their connection was muted
@@ -1336,6 +1342,20 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         with self._lock:
             self._hw_lag[(topic, partition)] = [high_watermark, requests]
 
+    def remote_fetch_timeout(self, topic: str, partition: int, requests: int = -1) -> None:
+        """The next ``requests`` Fetch answers for the partition (-1: until :meth:`clear_faults`)
+        hold no records, error NONE, with the true high watermark above the fetch offset.
+
+        Real case: tiered storage (KIP-405). For an offset only in remote storage
+        ``ReplicaManager.readFromLog`` gets a local read result with empty records and a
+        ``delayedRemoteStorageFetch`` and parks the request in a ``DelayedRemoteFetch``; when
+        ``remote.fetch.max.wait.ms`` expires first, ``DelayedRemoteFetch.onComplete`` answers that
+        local read result (``result.toFetchPartitionData``): no records, no error, the partition's
+        high watermark and log start. The data is there; only this answer is empty.
+        """
+        with self._lock:
+            self._remote_empty[(topic, partition)] = requests
+
     def throttle_fetch(self, count: int = 1, throttle_time_ms: int = 100) -> None:
         """The next ``count`` Fetch requests are answered as by a broker over its quota.
 
@@ -1505,6 +1525,7 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
             self._partition_faults.clear()
             self._conn_faults.clear()
             self._hw_lag.clear()
+            self._remote_empty.clear()
             self._fetch_throttles.clear()
             self._throttles.clear()
             self._stale_topics.clear()
@@ -1868,7 +1889,8 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                         if spec != -1:
                             offset = log_start
                         elif isolation == 1 and open_txns:
-                            offset = min(log_end, *open_txns.values())
+                            # pinned at the log start (see _PartitionLog.state)
+                            offset = max(min(log_end, *open_txns.values()), log_start)
                         else:
                             offset = log_end
                     else:
@@ -1936,6 +1958,11 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                         limit = max(0, min(p.partition_max_bytes, remaining))
                         upper = lso if isolation == 1 else hw
                         records = self._read(segs, p.fetch_offset, upper, limit, min_one=first)
+                        if records and self._remote_empty.get((name, p.partition)):
+                            records = b""  # DelayedRemoteFetch expired (see remote_fetch_timeout)
+                            left = self._remote_empty[(name, p.partition)]
+                            if left > 0:
+                                self._remote_empty[(name, p.partition)] = left - 1
                         if records:
                             first = False
                             remaining -= len(records)

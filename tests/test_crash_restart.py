@@ -176,3 +176,45 @@ def test_kill_9_mid_batch_then_restart_publishes_every_key(cluster, reference, p
     assert Counter(k for k, _ in on_topic) == Counter(ref_keys)  # the topic sink never ran before the kill
     for a in published:  # the restarted live job asked the broker itself (KIP-664 on the fake)
         assert a["confirmed_by"] is not None and "DescribeProducers" in a["confirmed_by"], a
+
+
+def test_kill_9_after_a_batch_recorded_as_published_loses_no_topic_alert(cluster, reference):
+    """Issue 20 item 10: the alerts topic's partition is offline while the first publishing
+    micro-batch runs. The topic sink must not let the batch be recorded as published
+    (``after-save``) before the broker acknowledged its alerts (acks=all); a ``kill -9`` right
+    after that point then loses nothing. (Before the fix the sink buffered and returned at once:
+    the batch was recorded as published with its alerts still unsent, and the kill lost them.)
+    The fake answers Metadata for the offline partition with leader -1 / LEADER_NOT_AVAILABLE
+    (``MetadataCache.getPartitionMetadata`` with no live leader), so nothing is acknowledged."""
+    sc, broker, tmp = cluster
+    topic, ck = "alerts-after-save", tmp / "ck-after-save"
+    broker.create_topic(topic)
+    broker.offline(topic, 0)
+    job = Job(tmp, broker, "crash-after-save", topic, ck, pause="after-save")
+
+    def sink_requests() -> int:  # the alerts producer's requests (client id "<client_id>-alerts")
+        return sum(1 for r in broker.requests_for("metadata") + broker.requests_for("produce")
+                   if r.client_id == "txnwatch-alerts")
+
+    try:
+        # the JSONL sink runs first: once it has the alerts, the topic sink has been called
+        job.wait(lambda: bool(read_jsonl(str(job.jsonl))), "the JSONL sink's alerts")
+        asked = sink_requests()
+        # a sink that returns before the acknowledgement lets the batch be recorded at once (a file
+        # write); one that waits keeps asking for the offline partition's leader meanwhile
+        job.wait(lambda: job.marker.exists() or sink_requests() >= asked + 10, "the sink's retries")
+        recorded_before_ack = job.marker.exists()
+        if not recorded_before_ack:
+            broker.online(topic, 0)
+            job.wait(job.marker.exists, "the pause after the batch was recorded")
+    except BaseException:
+        job.kill9()
+        raise
+    job.kill9()
+    if recorded_before_ack:
+        broker.online(topic, 0)  # (still offline: the old sink recorded the batch while it was)
+    restart = Job(tmp, broker, "restart-after-save", topic, ck)
+    assert run_until_published(restart) == 0, restart.log()[-3000:]
+    ref_keys = {a["key"] for a in reference}
+    assert {k for k, _ in topic_alerts(broker, topic)} == ref_keys
+    assert not recorded_before_ack

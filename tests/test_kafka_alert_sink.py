@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import faulthandler
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -132,11 +133,15 @@ def test_topic_write_acl_is_enough_from_2_8(root, caplog):
 
 
 def test_buffered_topic_sink_rides_through_an_offline_partition_and_a_leader_move(root):
-    """Issue 14 item 6: the alerts topic's partition goes offline (leader -1) and later its leader
-    moves; calls return at once (other sinks are not held up), nothing is lost, and the order per
-    key is kept (each key's last record is its last alert)."""
+    """Issue 14 item 6, issue 20 item 10: the alerts topic's partition goes offline (leader -1)
+    and later its leader moves. A call returns only after the broker acknowledged every alert it
+    was given (acks=all), so it waits through the outage, retrying; nothing is lost and the order
+    per key is kept (each key's last record is its last alert). While the partition is offline
+    the fake answers Produce with NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE (as
+    ``ReplicaManager.appendRecords`` does for a partition without a leader), which acknowledges
+    nothing."""
     import json as _json
-    import time
+    import threading
 
     from kafka import KafkaConsumer
 
@@ -148,21 +153,25 @@ def test_buffered_topic_sink_rides_through_an_offline_partition_and_a_leader_mov
         given = [{"key": f"c/t/0/{i % 3}/1", "status": s, "n": i} for i, s in
                  enumerate(["late", "late", "late", "hanging", "hanging", "hanging", "resolved", "resolved"])]
         topic_sink(given[:2])
-        assert topic_sink.flush(30)
+        assert topic_sink.pending == 0 and produced(broker) == 2  # returned after the acknowledgement
         broker.offline("txnwatch-alerts", 0)
-        other: list = []
-        t0 = time.monotonic()
-        for a in given[2:5]:
-            topic_sink([a])
-            other.append(a)  # the JSONL/console sinks run right after, never blocked
-        assert time.monotonic() - t0 < 1.0 and other == given[2:5]
-        assert not topic_sink.flush(3) and topic_sink.pending == 3  # kept while the partition is offline
+        produces = len(broker.requests_for("produce")) + len(broker.requests_for("metadata"))
+        returned = threading.Event()
+        caller = threading.Thread(target=lambda: (topic_sink(given[2:5]), returned.set()), daemon=True)
+        caller.start()
+        deadline = time.monotonic() + 30
+        # the sink keeps asking (Metadata/Produce retries) while the call has not returned
+        while len(broker.requests_for("produce")) + len(broker.requests_for("metadata")) < produces + 3:
+            assert time.monotonic() < deadline, "the sink did not retry"
+            time.sleep(0.05)
+        assert not returned.is_set() and topic_sink.pending == 3 and produced(broker) == 2
         broker.online("txnwatch-alerts", 0)
-        assert topic_sink.flush(60)
+        caller.join(60)
+        assert returned.is_set() and topic_sink.pending == 0 and produced(broker) >= 5
         old = broker.leader("txnwatch-alerts", 0)
         broker.move_leader("txnwatch-alerts", 0, next(n for n in broker.node_ids if n != old))
         topic_sink(given[5:])
-        assert topic_sink.flush(60)
+        assert topic_sink.pending == 0
         topic_sink.close()
         consumer = KafkaConsumer("txnwatch-alerts", bootstrap_servers=broker.bootstrap_servers,
                                  auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=None)
@@ -172,3 +181,20 @@ def test_buffered_topic_sink_rides_through_an_offline_partition_and_a_leader_mov
     assert firsts == [a["n"] for a in given]  # every alert, first appearances in the given order
     last = {a["key"]: a["n"] for a in got}
     assert last == {a["key"]: a["n"] for a in given}
+
+
+def test_buffered_topic_sink_call_raises_when_not_acknowledged_in_time(root):
+    """Issue 20 item 10: with ``ack_timeout_s`` the wait is bounded and the call raises (the
+    micro-batch fails and is replayed) instead of returning with alerts unacknowledged."""
+    from streaming.sinks.kafka_topic import BufferedAlertSink
+
+    with FakeKafkaBroker(root) as broker:
+        topic_sink = BufferedAlertSink(KafkaAlertSink(broker.bootstrap_servers, "txnwatch-alerts", request_timeout_ms=1000),
+                                       backoff_ms=100, backoff_max_ms=200, ack_timeout_s=3)
+        topic_sink(ALERTS[:1])
+        broker.offline("txnwatch-alerts", 0)
+        with pytest.raises(AlertSinkError, match="not acknowledged"):
+            topic_sink(ALERTS[1:])
+        assert produced(broker) == 1
+        broker.online("txnwatch-alerts", 0)
+        topic_sink.close()

@@ -91,7 +91,11 @@ def test_empty_fetch_below_planned_end_is_retried_until_the_high_watermark_catch
     assert read_offsets(ev) == baseline and max(baseline) == ORDERS_HW - 1
 
 
-def test_high_watermark_stuck_below_planned_end_is_a_gap_for_exactly_the_unread_range(root):
+def test_high_watermark_stuck_below_planned_end_is_not_read_yet_from_where_reading_stopped(root):
+    """Issue 20 item 1 overrules issue 11 here: the unread range [5, 13) is not proven gone (the
+    new leader's ``UnifiedLog.read`` caps at its lagging high watermark, no error), so it is not a
+    gap of data: it is an ``unavailable:`` row starting at 5 that the next plan reads again
+    (tests/test_kafka_unread.py), and the partition has no progress row this micro-batch."""
     with FakeKafkaBroker(root) as broker:
         r = orders_reader(broker)
         init = r.initialOffset()
@@ -102,8 +106,10 @@ def test_high_watermark_stuck_below_planned_end_is_a_gap_for_exactly_the_unread_
     assert len(gaps) == 1
     g = gaps.iloc[0]
     assert (g["first_offset"], g["last_offset"]) == (5, ORDERS_HW - 1)
-    assert "high watermark 5" in g["reason"]
+    assert g["reason"].startswith("unavailable: ") and "high watermark 5" in g["reason"]
+    assert "read again from offset 5" in g["reason"]
     assert max(read_offsets(ev)) == 4
+    assert (ev["kind"] == "progress").sum() == 0
 
 
 # ------------------------------------------------------------------ 2. throttled Fetch

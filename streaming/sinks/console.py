@@ -70,6 +70,9 @@ def format_table(alerts: list[dict[str, Any]], *, commands: bool = True) -> str:
                 continue
             if a.get("verify_hint"):
                 lines.append(f"#   {a['verify_hint']}")
+            if a.get("abort_command_new") is None:  # the producer is not identified (pinned LSO)
+                lines.append("#   no abort command until the producer is identified (see above)")
+                continue
             lines.append("#   brokers 3.0+:")
             lines.append(f"    {a['abort_command_new']}")
             if a.get("abort_command_legacy"):

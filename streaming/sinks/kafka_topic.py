@@ -231,22 +231,30 @@ class KafkaAlertSink:
 
 
 class BufferedAlertSink:
-    """The alerts-topic sink behind a bounded in-order buffer and one sender thread.
+    """The alerts-topic sink behind an in-order buffer and one sender thread.
 
-    Calls return at once (the JSONL and console sinks of the same micro-batch are never held up
-    by the topic), and alerts go out in the order they were given, from the head of the buffer:
-    a chunk leaves the buffer only after every alert in it was acknowledged (``acks=all``). When
-    the alerts topic's partition is offline or its leader moves, the chunk is sent again after a
-    doubling backoff (``backoff_ms`` up to ``backoff_max_ms``), so nothing is lost; an alert
-    acknowledged before a failure in the same chunk may be written twice, and the latest record
-    per key is still the latest alert (consumers dedupe on ``(key, status)``, as for any
-    at-least-once sink). More than ``max_buffered`` unsent alerts, or an error retrying cannot
-    fix (a missing ACL), fails the next call: the micro-batch fails loudly instead of dropping.
+    A call returns only once the broker acknowledged (``acks=all``) every alert it was given, so
+    when ``foreachBatch`` goes on to record the micro-batch as published, its alerts are on the
+    topic: a ``kill -9`` at any point loses nothing (before the acknowledgement the micro-batch
+    is not recorded as published, and Spark replays it on restart). Alerts go out in the order
+    they were given, from the head of the buffer; a chunk leaves the buffer only after every
+    alert in it was acknowledged. When the alerts topic's partition is offline or its leader
+    moves, the chunk is sent again after a doubling backoff (``backoff_ms`` up to
+    ``backoff_max_ms``) and the call keeps waiting (one warning per retry), so nothing is lost;
+    ``ack_timeout_s`` (None: as long as it takes) bounds that wait, then the call raises and the
+    micro-batch fails. An alert acknowledged before a failure in the same chunk may be written
+    twice, and the latest record per key is still the latest alert (consumers dedupe on ``(key,
+    status)``, as for any at-least-once sink). More than ``max_buffered`` unsent alerts, or an
+    error retrying cannot fix (a missing ACL), fails the call: the micro-batch fails loudly
+    instead of dropping.
     """
 
     def __init__(self, sink: KafkaAlertSink, *, max_buffered: int = 100_000, chunk: int = 500,
-                 backoff_ms: int = 500, backoff_max_ms: int = 30_000) -> None:
+                 backoff_ms: int = 500, backoff_max_ms: int = 30_000, ack_timeout_s: float | None = None) -> None:
         self.sink = sink
+        self.ack_timeout_s = ack_timeout_s
+        self._given = 0  # alerts given so far (a running count: which of them a call waits for)
+        self._acked = 0  # alerts acknowledged so far, in the order given
         self.max_buffered = max_buffered
         self.chunk = chunk
         self.backoff_ms = backoff_ms
@@ -266,6 +274,7 @@ class BufferedAlertSink:
             return len(self._buf)
 
     def __call__(self, alerts: list[dict[str, Any]]) -> None:
+        """Give ``alerts`` and wait until the broker acknowledged each of them (see the class)."""
         with self._cv:
             if self._fatal is not None:
                 raise self._fatal
@@ -273,7 +282,23 @@ class BufferedAlertSink:
                 raise AlertSinkError(f"alerts topic {self.sink.topic!r} on {self.sink.bootstrap}: {len(self._buf)} "
                                      f"alert(s) still unsent, buffer limit {self.max_buffered} reached")
             self._buf.extend(alerts)
+            self._given += len(alerts)
+            target = self._given
             self._cv.notify_all()
+            deadline = None if self.ack_timeout_s is None else time.monotonic() + self.ack_timeout_s
+            while self._acked < target:
+                if self._fatal is not None:
+                    raise self._fatal
+                if self._stop:
+                    raise AlertSinkError(f"alerts topic {self.sink.topic!r}: sink closed with "
+                                         f"{target - self._acked} alert(s) not acknowledged")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise AlertSinkError(f"alerts topic {self.sink.topic!r} on {self.sink.bootstrap}: "
+                                         f"{target - self._acked} alert(s) not acknowledged within "
+                                         f"{self.ack_timeout_s:.0f} s; the micro-batch is not recorded as "
+                                         f"published and will be replayed")
+                self._cv.wait(left)
 
     def _next_chunk(self) -> list[dict[str, Any]] | None:
         with self._cv:
@@ -309,6 +334,7 @@ class BufferedAlertSink:
             with self._cv:
                 for _ in batch:
                     self._buf.popleft()
+                self._acked += len(batch)
                 self._busy = False
                 self._cv.notify_all()
 

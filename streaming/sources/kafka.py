@@ -12,7 +12,9 @@ asked at once and a broker that has not answered by then leaves its partitions *
 for that trigger, so one stalled broker does not hold up the others),
 ``probe_follow_after_ms``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
-with a metadata refresh and doubling backoff, before the unread range becomes a gap),
+with a metadata refresh and doubling backoff, before the unread rest is left to the next plan),
+``unread_ledger`` (set by ``pipeline.start_query``: the file through which ``foreachBatch`` tells
+the next plan where reads stopped short, streaming/sources/kafka_unread.py),
 ``deletion_confirmations`` (default 3: agreeing Metadata answers before a partition counts as
 deleted), ``metadata_max_age_ms`` (default 0 here, 30000 from ``txnwatch run``: how long topic
 discovery reuses a Metadata answer, as a Kafka client's ``metadata.max.age.ms``; see KafkaWire), ``unavailable_timeout_ms`` (default 600000: how long no broker may answer before the
@@ -62,7 +64,12 @@ or whose leader does not answer, is *unavailable* for that plan: it is not read,
 stays where reading stopped, and it is asked again with doubling backoff
 (``retry_backoff_ms`` up to ``unavailable_backoff_max_ms``, default 60000) in later triggers.
 Its read emits one ``gap`` row with reason ``unavailable: <error>`` and **no progress row**, so
-nothing downstream treats it as read up to now (the enricher's view-completeness rule for
+nothing downstream treats it as read up to now. The same holds for a partition that becomes
+unreadable after planning, or whose Fetch answers stay empty below the planned end (tiered
+storage, a new leader catching up): offsets advance only over data read or proven gone
+(OFFSET_OUT_OF_RANGE with a log start above them), the rest is read again from where reading
+stopped by the next plan (streaming/sources/kafka_unread.py), and ``ride_through_ms`` rides
+faults out within the same plan first (the enricher's view-completeness rule for
 ``__transaction_state``; no verdict and no LSO resolution for a data partition). Every other
 partition is read and judged in the same micro-batch. Offsets carry
 ``"unavail": {"topic<TAB>partition": {"error", "since", "tries", "retry_at"}}``. Only when no
@@ -74,9 +81,9 @@ watermark (``max_offsets_per_trigger``) is *lagging*: every row of its read carr
 ``lagging = true``, and the driver publishes no new verdict on it until a read takes it through
 the clock again (streaming/availability.py), because a transaction there may be closed by a
 marker not read yet. One lagging partition therefore no longer stops verdicts elsewhere.
-Coordinator partitions are read to their high watermark in every micro-batch, and a failure to
-read them fails the micro-batch (bounded retries, then a clear error), so the coordinator view is
-never behind the clock.
+Coordinator partitions are read to their high watermark in every micro-batch; one whose read (or
+whose replay rebuilt from its log start) has a gap or fails gets no progress row, so the
+coordinator view is incomplete until it is read again, never "complete and empty".
 """
 
 from __future__ import annotations
@@ -92,7 +99,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from streaming.availability import unavailable_reason
+from streaming.availability import UNAVAILABLE_PREFIX, unavailable_reason
 from streaming.events import spark_schema, to_arrow, to_frame
 from streaming.normalize import gap_event, lso_passed_event, progress_event
 from streaming.partition_read import (
@@ -105,6 +112,7 @@ from streaming.partition_read import (
     txn_partition_events,
 )
 from streaming.sources.kafka_security import check_source_options, kafka_python_kwargs
+from streaming.sources.kafka_unread import LEDGER_OPTION, unread_since
 from streaming.sources.kafka_wire import KafkaAuthorizationError, KafkaUnavailable, KafkaWire, KafkaWireError
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
@@ -148,6 +156,7 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "unavailable_timeout_ms": int(options.get("unavailable_timeout_ms", "600000")),
         "unavailable_backoff_max_ms": int(options.get("unavailable_backoff_max_ms", "60000")),
         "ride_through_ms": int(options.get("ride_through_ms", "0")),
+        "unread_ledger": options.get(LEDGER_OPTION) or None,
         # how long one broker may take to answer (all are asked at once): its partitions are
         # unavailable after that, the others keep their cadence (kafka_parallel.py)
         "broker_timeout_ms": int(options.get("broker_timeout_ms") or min(int(options.get("request_timeout_ms",
@@ -432,6 +441,13 @@ class KafkaStreamReader(DataSourceStreamReader):
                 unavail[k] = self._still_down(was_down.get(k), down[tp], now)
             elif k in was_down and tp not in offs:
                 unavail[k] = was_down[k]  # in backoff: not asked
+        # where earlier reads stopped short (kafka_unread.py): read again from there
+        behind = dict(start.get("behind", {}))
+        fresh, unread_seen = unread_since(self.opts["unread_ledger"], start.get("unread_seen", -1))
+        for k, off in fresh.items():
+            behind[k] = min(off, behind.get(k, off))
+        rereads: dict[str, int] = {}  # partitions whose read starts before their previous end
+        probe_memo = dict(start.get("probe", {}))
         resets: dict[str, dict[str, Any]] = {}
         starts: dict[str, int] = {}  # partitions first planned now: where their reading begins
         seen: dict[str, list] = {}  # [high watermark, LSO, log start, leader] as planned
@@ -462,6 +478,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                     resets[k] = reset
                     flag = parts[k][1] if reset["from_log_start"] is None else reset["from_log_start"]
                     parts[k] = [reset["restart"], flag]
+            if k in behind:
+                self._carry_unread(k, t, behind.pop(k), parts, resets, rereads, probe_memo)
             if o.topic_id:
                 ids[t] = o.topic_id
             seen[k] = [o.high_watermark, o.lso if o.lso >= 0 else None, o.log_start if o.log_start >= 0 else None,
@@ -482,15 +500,35 @@ class KafkaStreamReader(DataSourceStreamReader):
             gone.pop(k.split("\t")[0], None)
         out = {"parts": parts, "clock": clock, "planned": now, "ids": ids, "resets": resets, "unavail": unavail,
                "dropped": dropped, "gone": gone,
-               "starts": starts, "seen": seen,
+               "starts": starts, "seen": seen, "behind": behind, "rereads": rereads, "unread_seen": unread_seen,
                "lagging": lagging, "txn_n": sum(1 for t, _ in tps if t == TXN_TOPIC)}
         if probe:
             self._probe_stalled = {}
-            out.update(self._probe_plan(start, probe_todo, parts, seen, resets, was_down,
+            out.update(self._probe_plan({**start, "probe": probe_memo}, probe_todo, parts, seen, resets, was_down,
                                         {_tp_key(*tp) for tp in tps}, lagging, now))
             for k, error in self._probe_stalled.items():  # not read this trigger: the availability records
                 unavail[k] = self._still_down(was_down.get(k), error, now)
         return out
+
+    def _carry_unread(self, k: str, topic: str, off: int, parts: dict[str, list], resets: dict[str, Any],
+                      rereads: dict[str, int], probe_memo: dict[str, Any]) -> None:
+        """Plan partition ``k`` to be read again from ``off``, where an earlier read stopped.
+
+        Full reads (and ``__transaction_state``) start there (``rereads``); in probe mode a
+        followed partition follows from there, and an unread probe window is probed again at the
+        LSO (the transaction it held is found again if still open; an LSO that moved on closed
+        it). A log that went backwards (``resets``) is read again from its restart anyway."""
+        if k in resets or k not in parts:
+            return
+        if self.opts["read_mode"] == "probe" and topic != TXN_TOPIC:
+            m = probe_memo.get(k)
+            if m is not None and m.get("follow") is not None:
+                probe_memo[k] = {**m, "follow": min(m["follow"], off)}
+            elif m is not None and (m.get("end") is None or off < m["end"]):
+                del probe_memo[k]
+            return
+        if off < parts[k][0]:
+            rereads[k] = off
 
     def _drop_deleted(self, tps: list[tuple[str, int]], offs: dict, parts: dict[str, list],
                       known_ids: dict[str, str], gone: dict[str, str | None]) -> dict[str, str]:
@@ -607,6 +645,22 @@ class KafkaStreamReader(DataSourceStreamReader):
         return {"probe": memo, "reads": reads, "closes": closes, "emit": emit}
 
     def _probe_fetch(self, items: list[tuple[str, int, int]]) -> list[tuple[Any, ...] | None]:
+        """:meth:`_probe_fetch_once`, asked again with backoff for the partitions that gave no
+        answer while ``ride_through_ms`` lasts (``run --once`` has no next trigger to probe them)."""
+        out = self._probe_fetch_once(items)
+        deadline = time.monotonic() + self.opts["ride_through_ms"] / 1000
+        delay = self.opts["retry_backoff_ms"] / 1000
+        while any(o is None for o in out) and time.monotonic() < deadline:
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+            delay = min(delay * 2, 5.0)
+            idx = [i for i, o in enumerate(out) if o is None]
+            for i, o in zip(idx, self._probe_fetch_once([items[i] for i in idx]), strict=True):
+                out[i] = o
+                if o is not None:  # answered on a retry: not stalled after all
+                    self._probe_stalled.pop(_tp_key(items[i][0], items[i][1]), None)
+        return out
+
+    def _probe_fetch_once(self, items: list[tuple[str, int, int]]) -> list[tuple[Any, ...] | None]:
         """For each ``(topic, partition, lso)``: ``(end, producer id, first offset, first timestamp,
         None)`` of the first transactional data batch at or after the LSO (``end`` = its last
         offset + 1), or ``(lso + 1, None, None, None, note)`` when the bytes there hold none (the executor's read of
@@ -730,6 +784,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 continue
             if reset is not None:  # the log went backwards: resume where latestOffset decided
                 s_off = reset["restart"]
+            elif k in end.get("rereads", {}):  # an earlier read stopped there (kafka_unread.py)
+                s_off = min(s_off, end["rereads"][k])
             # Every partition emits its progress row every micro-batch (high watermark, LSO, log
             # start, for timers and enrichment); one with nothing new is not fetched for it.
             out.append(KafkaPartition(t, int(p), s_off, e, clock, bool(from_start), reset))
@@ -762,13 +818,19 @@ _TXN_MEMO: dict[tuple, tuple[int, CoordinatorReplay]] = {}
 class _RangeRead:
     """One partition's planned range [start, end), read by one or more Fetch answers.
 
-    Every offset of the range is either read or named by a gap row, never skipped silently.
+    Offsets advance only over data read or proven gone (issue 20 item 1). Every offset of the
+    range is read, or proven gone by the broker (OFFSET_OUT_OF_RANGE with a log start above it: a
+    gap row naming both offsets), or **not read yet**: when the leader is lost after planning, or
+    an answer holds no records below the planned end (tiered storage's ``DelayedRemoteFetch``
+    expiring, a new leader whose high watermark still lags), the read is retried with a metadata
+    refresh and doubling backoff (``empty_fetch_retries`` times, and on for as long as
+    ``ride_through_ms`` lasts: ``run --once``); then the rest ``[offset, end)`` becomes one
+    ``unavailable:`` gap row whose ``first_offset`` is where reading stopped, the partition gets
+    no progress row, and the next plan reads it again from there (streaming/sources/kafka_unread.py).
+    A batch larger than the fetch size is fetched again with room for it.
     ``reset`` (from planning, see :func:`_plan_reset`) is a gap to report before reading.
-    An answer with no records below ``end`` (a new leader whose high watermark still lags the
-    one the plan was made from) is retried ``empty_fetch_retries`` times with a metadata refresh
-    and doubling backoff; if the high watermark stays low, the unread rest becomes one gap.
-    ``last`` is the last Fetch answer; ``unavailable`` is set when the partition became
-    unreadable after planning (then no progress row may be emitted for it).
+    ``last`` is the last Fetch answer; ``unavailable`` is set when the rest was not read (then no
+    progress row may be emitted for it).
     """
 
     def __init__(self, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
@@ -781,6 +843,9 @@ class _RangeRead:
         self.offset = start
         self.empty_answers = 0
         self.unavailable = False
+        self.max_bytes = opts["fetch_max_bytes"]
+        self.deadline = time.monotonic() + opts.get("ride_through_ms", 0) / 1000
+        self.retries = 0  # retries after the first failure to read the rest (ride-through)
         self.done = start >= end
         if reset is not None:
             self._gap(reset["reason"], reset["first"], reset["last"])
@@ -792,17 +857,40 @@ class _RangeRead:
     def fetch_alone(self, w: KafkaWire) -> None:
         """One single-partition Fetch (KafkaWire.fetch: every fault handled, bounded retries)."""
         try:
-            res = w.fetch(self.topic, self.partition, self.offset, self.opts["fetch_max_bytes"])
+            res = w.fetch(self.topic, self.partition, self.offset, self.max_bytes)
         except KafkaUnavailable as exc:
             # became unreadable after planning and stayed so through the bounded retries
-            self.became_unavailable(exc.last_error or str(exc))
+            self.not_read(w, unavailable_reason(exc.last_error or str(exc)))
             return
         self.take(w, res)
 
+    def not_read(self, w: KafkaWire, why: str) -> None:
+        """The rest ``[offset, end)`` could not be read now: ride through while ``ride_through_ms``
+        lasts (backoff, metadata refresh, read again), else hand it to the next plan."""
+        if time.monotonic() < self.deadline:
+            self.retries += 1
+            if self.retries == 1:
+                log.warning("kafka source: %s-%s: offsets %d..%d not read (%s); retrying for up to %.0f s",
+                            self.topic, self.partition, self.offset, self.end - 1, why,
+                            max(self.deadline - time.monotonic(), 0))
+            time.sleep(min(self.opts["retry_backoff_ms"] * 2 ** min(self.retries - 1, 10), 5000,
+                           max(self.deadline - time.monotonic(), 0) * 1000) / 1000)
+            try:
+                w.refresh_metadata([self.topic])
+            except KafkaWireError:
+                pass  # the next fetch reports it
+            return
+        self.became_unavailable(why)
+
     def became_unavailable(self, error: str) -> None:
-        """The partition cannot be read now: one gap row naming the error, no progress row."""
-        self._gap(unavailable_reason(error) + f"; offsets {self.offset}..{self.end - 1} not read", self.offset,
-                  self.end - 1)
+        """The rest ``[offset, end)`` cannot be read now: one ``unavailable:`` gap row from where
+        reading stopped (the next plan reads it again from there: kafka_unread.py), no progress row."""
+        why = error if error.startswith(UNAVAILABLE_PREFIX) else unavailable_reason(error)
+        log.warning("kafka source: %s-%s: offsets %d..%d not read (%s); read again from offset %d next trigger",
+                    self.topic, self.partition, self.offset, self.end - 1, why[len(UNAVAILABLE_PREFIX):],
+                    self.offset)
+        self._gap(f"{why}; offsets {self.offset}..{self.end - 1} not read yet: read again from offset "
+                  f"{self.offset} next trigger", self.offset, self.end - 1)
         self.unavailable = self.done = True
 
     def take(self, w: KafkaWire, res: Any) -> None:
@@ -816,8 +904,9 @@ class _RangeRead:
         if res.out_of_range:
             ls = res.log_start_offset
             if ls is None or ls < 0 or ls <= offset:
-                self._gap(f"offset {offset} out of range and no log start to resume from", offset)
-                self.done = True
+                # not proven gone: past this leader's log end (LocalLog.read), a leader behind
+                self.not_read(w, f"OFFSET_OUT_OF_RANGE at offset {offset} with log start {ls} at or below it "
+                                  "(the leader's log ends before it)")
                 return
             self._gap(f"retention deleted offsets {offset}..{ls - 1} before they were read; continuing at the log "
                       f"start {ls}", offset, ls - 1)
@@ -830,10 +919,9 @@ class _RangeRead:
                 self.empty_answers += 1
                 _wait_for_high_watermark(w, opts, topic, self.empty_answers)
                 return
-            self._gap(f"no records at offset {offset} after {self.empty_answers + 1} fetches: the leader's high "
-                      f"watermark {res.high_watermark} is below the planned end {end} (new leader not caught up?); "
-                      f"offsets {offset}..{end - 1} not read", offset, end - 1)
-            self.done = True
+            self.not_read(w, f"no records at offset {offset} after {self.empty_answers + 1} fetches (high watermark "
+                              f"{res.high_watermark}, planned end {end}: a new leader not caught up, or a tiered-"
+                              f"storage read that timed out)")
             return
         self.empty_answers = 0
         scan = scan_batches(data, validate_crc=opts["validate_crc"], source=f"{topic}-{partition}",
@@ -860,6 +948,12 @@ class _RangeRead:
             # The batch chain is unreadable past this point: skip to the planned end, loudly.
             self._gap(f"unreadable bytes: offsets {self.offset}..{end - 1} skipped", self.offset, end - 1)
             self.done = True
+        elif (not n_keep and not stepped and not scan.errors and not _whole_batch(data)
+              and self.max_bytes < _MAX_FETCH_BYTES):
+            # only part of a batch fits the fetch size (pre-KIP-74 brokers, partition limits):
+            # ask again with room for it, never skip it
+            need = 12 + int.from_bytes(data[8:12], "big", signed=True) if len(data) >= 12 else 2 * self.max_bytes
+            self.max_bytes = min(max(2 * self.max_bytes, need), _MAX_FETCH_BYTES)
         elif not n_keep and not stepped:
             if not (len(cols["last_offset"]) and int(cols["base_offset"].min()) >= end):
                 self._gap(f"no whole readable batch at offset {offset} in {len(data)} bytes; offsets "
@@ -888,8 +982,8 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
             if res is None and w.stalled(r.topic, r.partition):
                 # its leader did not answer within broker_timeout_ms: unavailable now rather
                 # than holding up this micro-batch (and so every other broker's partitions)
-                r.became_unavailable(f"leader of {r.topic}-{r.partition} did not answer within "
-                                     f"{r.opts['broker_timeout_ms']} ms (broker_timeout_ms)")
+                r.not_read(w, f"leader of {r.topic}-{r.partition} did not answer within "
+                              f"{r.opts['broker_timeout_ms']} ms (broker_timeout_ms)")
                 moved = True
             elif res is None:
                 r.fetch_alone(w)
@@ -903,6 +997,9 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
             for r in starved:
                 r.fetch_alone(w)
             starved = []
+
+
+_MAX_FETCH_BYTES = 1 << 30  # a fetch size growing to fit one batch stops here (message.max.bytes is far below)
 
 
 def _whole_batch(records: bytes | None) -> bool:
@@ -923,7 +1020,10 @@ def _fetch_range(w: KafkaWire, opts: dict[str, Any], topic: str, partition: int,
 def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, attempt: int) -> None:
     """Back off (doubling, at most 5 s), then refresh metadata: leadership may have moved again."""
     time.sleep(min(opts["retry_backoff_ms"] * 2 ** (attempt - 1), 5000) / 1000)
-    w.refresh_metadata([topic])
+    try:
+        w.refresh_metadata([topic])
+    except KafkaUnavailable:
+        pass  # the next fetch reports it
 
 
 def read_partition(part: KafkaPartition | KafkaGroup, opts: dict[str, Any]) -> pd.DataFrame:
@@ -942,7 +1042,7 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
     w = _wire(opts)
     frames: list[pd.DataFrame] = []
     rows: list[dict[str, Any]] = []  # single-row results (gaps of unavailable partitions, idle progress)
-    reads: list[tuple[KafkaPartition, _RangeRead, Any]] = []
+    reads: list[tuple[KafkaPartition, _RangeRead, Any, str | None]] = []
     for part in parts:
         common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
         t, p = part.topic, part.partition
@@ -955,14 +1055,26 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
                      for pid, lso in part.closes]
         if part.note:
             rows.append(gap_event(part.note, topic=t, partition=p, first_offset=part.start, **common))
-        acc = _txn_replay(w, opts, part, common) if t == TXN_TOPIC else None
+        acc = broken = None
+        if t == TXN_TOPIC:
+            acc, broken, unreadable = _txn_replay(w, opts, part, common)
+            if unreadable:  # issue 20 item 8: nothing of it is believed now; read again next plan
+                rows.append(gap_event(broken, topic=t, partition=p, first_offset=part.start,
+                                      last_offset=part.end - 1 if part.end > part.start else None, **common))
+                continue
+            if broken is not None:
+                rows.append(gap_event(broken, topic=t, partition=p, first_offset=part.start, **common))
         if part.start >= part.end and part.reset is None and part.offsets is not None:
-            rows.append(_idle_progress(part, common, acc))
+            if broken is None:  # an incomplete coordinator replay is not read up to now: no progress
+                rows.append(_idle_progress(part, common, acc))
             continue
-        reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc))
-    _read_ranges(w, [r for _, r, _ in reads])
-    for part, r, acc in reads:
-        broker = None if r.unavailable else _broker_offsets(w, part.topic, part.partition, r.last)
+        reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc, broken))
+    _read_ranges(w, [r for _, r, _, _ in reads])
+    for part, r, acc, broken in reads:
+        # a coordinator partition read with a gap (or on an incomplete replay) is incomplete from
+        # there on (detection.md §0): no progress row, so the view is never "complete and empty"
+        incomplete = part.topic == TXN_TOPIC and (broken is not None or bool(r.gaps))
+        broker = None if r.unavailable or incomplete else _broker_offsets(w, part.topic, part.partition, r.last)
         frames.append(_events_of(part, opts, r, acc, broker))
     if rows:
         frames.append(to_frame(rows))
@@ -987,20 +1099,38 @@ def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: Coordinato
     return row
 
 
-def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition, common: dict[str, Any]) -> CoordinatorReplay:
+def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition,
+                common: dict[str, Any]) -> tuple[CoordinatorReplay, str | None, bool]:
     """The id → producer map of a coordinator partition up to ``part.start`` (memo, else rebuilt
-    from the coordinator log's start: it is compacted)."""
+    from the coordinator log's start: it is compacted), why it is incomplete (None: it is not),
+    and whether it could not be read at all now (then the partition is read again next plan).
+
+    Only a replay read without a gap is memoised (:func:`_events_of`), so a rebuild that failed
+    never becomes an empty view taken for a complete one (issue 20 item 8)."""
     t, p = part.topic, part.partition
     memo = _TXN_MEMO.get((opts["bootstrap"], p))
     acc = CoordinatorReplay()
     if memo is not None and memo[0] == part.start:
-        return memo[1].copy()
+        return memo[1].copy(), None, False
     if part.start > 0:
-        offs = w.offsets([(t, p)])[(t, p)]
-        for raw in _fetch_range(w, opts, t, p, offs.log_start, part.start, common).raws:
+        try:
+            offs = w.offsets([(t, p)])[(t, p)]
+            rr = _fetch_range(w, opts, t, p, offs.log_start, part.start, common)
+        except KafkaUnavailable as exc:
+            rr, offs = None, str(exc)
+        if rr is None or rr.unavailable:
+            why = "; ".join(g["reason"] for g in rr.gaps) if rr is not None else offs
+            return acc, unavailable_reason(
+                f"{t}-{p}: its records before offset {part.start} could not be read again to rebuild the "
+                f"coordinator view ({why}); the view stays incomplete; offsets {part.start}..{part.end - 1} "
+                f"read again from offset {part.start} next trigger"), True
+        for raw in rr.raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
             acc.fold([r for r in recs if r["offset"] < part.start], _leader_epoch(sc))
-    return acc
+        if rr.gaps:
+            return acc, (f"{t}-{p}: coordinator view incomplete: its replay before offset {part.start} has a gap ("
+                         + "; ".join(g["reason"] for g in rr.gaps) + ")"), False
+    return acc, None, False
 
 
 def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: CoordinatorReplay | None,
@@ -1018,7 +1148,7 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
         out = txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
                                    progress_position=position)
-        if broker is None:
+        if broker is None:  # unreadable or incomplete (read_group): never memoised
             _TXN_MEMO.pop((opts["bootstrap"], p), None)
         else:
             _TXN_MEMO[(opts["bootstrap"], p)] = (part.end, acc)

@@ -41,6 +41,10 @@ CAUSE_TEXT = {
     "prepared-2pc": "A two-phase-commit transaction (KIP-939): its external transaction manager owns "
                     "the decision and the coordinator never times it out. Never aborted by txnwatch; "
                     "the remedy of last resort (forceTerminateTransaction) breaks that manager's atomicity.",
+    "open-before-log-start": "The LSO has stayed at the log start longer than any transaction timeout "
+                             "allows: a transaction whose first batches retention deleted is still open.",
+    "lso-pinned-at-log-start": "The LSO sits at the log start, held by a transaction whose first batches "
+                               "retention deleted; no read shows its producer.",
 }
 
 # What each unverified reason means and what would supply the missing proof (docs/alerts.md,
