@@ -22,6 +22,7 @@ from typing import Any
 from streaming.broker_evidence import BrokerEvidence, LookbackResult
 from streaming.clock_guard import DEFAULT_TOLERANCE_MS, is_outlier, wall_clock_ms
 from streaming.verdict import (
+    DescribedTransaction,
     DescribeProducersAnswer,
     EpochEvidence,
     Marker,
@@ -29,13 +30,28 @@ from streaming.verdict import (
     PartitionProof,
     Thresholds,
     Verdict,
+    described_from_answer,
     evidence_from_dict,
     judge,
     txn_from_dict,
     view_from_dict,
 )
 from streaming.vocab import ALERT_FIELDS as ALERT_FIELDS  # the contract's field order, re-exported
-from streaming.vocab import ALERT_SCHEMA_VERSION, FINDING_STATUSES, HANGING, RESOLVED
+from streaming.vocab import (
+    ALERT_SCHEMA_VERSION,
+    CLOCK_SKEW,
+    COORDINATOR_COPY_BEHIND,
+    COORDINATOR_COPY_EMPTY,
+    COORDINATOR_VIEW_INCOMPLETE,
+    CRC_GAP,
+    FINDING_STATUSES,
+    HANGING,
+    NEWEST_SEGMENT_NOT_PROVEN,
+    NO_COORDINATOR_INPUT,
+    PREPARED_2PC,
+    RESOLVED,
+    START_OFFSET_NOT_PROVEN,
+)
 
 REQUIRED_PERMISSION = "CLUSTER_ACTION on the cluster (brokers 3.0-3.7) or ALTER on the cluster (3.8+)"
 TXN_TOPIC = "__transaction_state"
@@ -77,15 +93,65 @@ def abort_commands(
 
 
 def _verify_hint(alert: dict[str, Any], n: int | None) -> str | None:
-    """What to check before pasting a hanging finding's commands: for an unverified one
-    (exceeds-max-timeout, detection.md §3.2) the ``__transaction_state`` partitions that were not
-    read; then the epoch hint (``producer-last-marker``/``unknown``, a look-back that gave up)."""
-    if alert.get("status") != HANGING:
+    """What to check before acting on a finding: for each of its ``unverified_reasons`` the input
+    that would supply the missing proof (docs/alerts.md), for a two-phase-commit transaction its
+    remedy, then the epoch hint (``producer-last-marker``/``unknown``, a look-back that gave up)."""
+    status = alert.get("status")
+    if status not in FINDING_STATUSES:
         return None
-    parts = [] if alert.get("verified", True) else [_unverified_text(alert, n)]
-    if alert.get("epoch_hint"):
+    parts = [reason_hint(r, alert, n) for r in alert.get("unverified_reasons") or ()]
+    if status == HANGING and not alert.get("verified", True) and not parts:
+        parts.append(_unverified_text(alert, n))
+    if alert.get("cause") == PREPARED_2PC:
+        parts.append(two_pc_remedy(alert))
+    if status == HANGING and alert.get("epoch_hint"):
         parts.append(alert["epoch_hint"])
     return ". ".join(parts) if parts else None
+
+
+def two_pc_remedy(alert: dict[str, Any], tool: str = "kafka-transactions.sh") -> str:
+    """The remedy of last resort for a KIP-939 two-phase-commit transaction (detection.md §3.1):
+    ``TransactionsCommand``'s ``forceTerminateTransaction`` subcommand (Kafka 4.1+, KAFKA-19003,
+    apache/kafka PR 19276) sends InitProducerId with keepPreparedTxn=false for the transactional id
+    (``Admin.forceTerminateTransaction`` → ``fenceProducers``): the coordinator aborts it."""
+    tid = alert.get("transactional_id")
+    target = shell_quote(tid) if tid else "<transactional-id>"
+    return (f"two-phase-commit transaction (KIP-939, TransactionTimeoutMs 2147483647): the coordinator never "
+            f"times it out and its external transaction manager owns the commit/abort decision; resolve it in that "
+            f"manager. Remedy of last resort, which breaks the external manager's atomicity: {tool} "
+            f"--bootstrap-server <bootstrap> forceTerminateTransaction --transactionalId {target} (Kafka 4.1+)")
+
+
+def reason_hint(reason: str, alert: dict[str, Any], n: int | None) -> str:
+    """What would supply the proof ``reason`` names (one sentence per reason, docs/alerts.md)."""
+    tp = f"{alert.get('topic')}-{alert.get('partition')}"
+    if reason == NEWEST_SEGMENT_NOT_PROVEN:
+        return (f"{reason}: the input does not prove the read of {tp} reached the partition's end; give {tp}'s "
+                f"whole log directory (its newest segment), or the broker's replication-offset-checkpoint / "
+                f"recovery-point-offset-checkpoint from that log directory among the input paths, or add "
+                f"--bootstrap-server so ListOffsets confirms the end offset")
+    if reason in (COORDINATOR_VIEW_INCOMPLETE, NO_COORDINATOR_INPUT):
+        return f"{reason}: {_unverified_text(alert, n)}"
+    if reason == COORDINATOR_COPY_BEHIND:
+        return (f"{reason}: {_coordinator_copy(alert, n)} read holds nothing newer than this transaction's first "
+                f"write and may be a lagging replica; give the copy from the partition's current leader, or add "
+                f"--bootstrap-server so ListOffsets proves the copies' end offsets")
+    if reason == COORDINATOR_COPY_EMPTY:
+        return (f"{reason}: {_coordinator_copy(alert, n)} read is empty, which an unused partition and a replica "
+                f"that fetched nothing look alike; give the leader's copy, or add --bootstrap-server so ListOffsets "
+                f"proves its end offset (or run kafka-transactions.sh describe / list)")
+    if reason == CRC_GAP:
+        return (f"{reason}: a batch this finding rests on failed its CRC check and was not believed (the gap record "
+                f"names file and offset); copy that segment again from the broker or another replica")
+    if reason == CLOCK_SKEW:
+        return (f"{reason}: a timestamp of this transaction lies ahead of the clock (producer or broker clock "
+                f"skew); check the clocks, or give --as-of with the time the input was taken")
+    if reason == START_OFFSET_NOT_PROVEN:
+        return (f"{reason}: retention deleted the start of this transaction and the input does not say where it "
+                f"began; give {tp}'s newest .snapshot file, or on brokers 2.8+ run kafka-transactions.sh "
+                f"describe-producers --topic {alert.get('topic')} --partition {alert.get('partition')} "
+                f"(DescribeProducers: CurrentTransactionStartOffset) before using --start-offset")
+    return reason
 
 
 def _unverified_text(alert: dict[str, Any], n: int | None) -> str:
@@ -107,6 +173,15 @@ def _unverified_text(alert: dict[str, Any], n: int | None) -> str:
     return ("confirm before aborting: no coordinator view was read; run kafka-transactions.sh list / describe "
             "for this producer id, or include the __transaction_state partitions (kafka-dump-log.sh "
             "--transaction-log-decoder) in the input")
+
+
+def _coordinator_copy(alert: dict[str, Any], n: int | None) -> str:
+    from udfs.partitioning import txn_state_partition
+
+    tid = alert.get("transactional_id")
+    if tid and n:
+        return f"the copy of __transaction_state-{txn_state_partition(tid, n)} (transactional id {tid!r})"
+    return "a __transaction_state copy that could hold this producer's transactional id"
 
 
 def evidence_object(txn: OpenTxn | None, view_record: Any, ev: EpochEvidence | None,
@@ -220,6 +295,9 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         "last_read_ms": None,
         "log_start_offset": _int(log_start),  # issue 20: the log start at detection
         "pinned_since_ms": None,  # only findings of streaming/pinned_lso.py
+        # detection.md §0: each missing proof; empty iff verified (resolutions: empty)
+        "unverified_reasons": ([] if status == RESOLVED else list(v.unverified_reasons) if v is not None
+                               else list(row.get("unverified_reasons") or [])),
     }
     out["verify_hint"] = _verify_hint(out, txn_partitions)
     return out
@@ -300,7 +378,7 @@ def _write_text(path: str, text: str) -> None:
 def _sig(alert: dict[str, Any]) -> list[Any]:
     """What makes a published finding different: each change is published once."""
     return [alert["status"], alert["cause"], alert["verified"], alert["coordinator_epoch"],
-            alert["coordinator_epoch_source"]]
+            alert["coordinator_epoch_source"], list(alert.get("unverified_reasons") or [])]
 
 
 class Enricher:
@@ -558,9 +636,25 @@ class Enricher:
             txn, ev, note = self._broker_evidence(row["key"], txn, ev)
             if doc.get("probe"):
                 txn, span = self._span(row["key"], txn)
+            # the coordinator's own word (DescribeTransactions) and the cluster's finalized
+            # transaction.version (2: every marker is bumped, detection.md §3.1 revision 3.1)
+            tv = getattr(self.broker, "transaction_version", None)
+            view = replace(view, described=self._described(row["key"], row.get("transactional_id"), now_ms),
+                           txn_version=tv() if callable(tv) else None)
         v = judge(txn, view, ev, now_ms=now_ms, thresholds=Thresholds(**doc["thresholds"]),
                   proof=self.proof_for(row, txn, ev))
         return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note, span)
+
+    def _described(self, key: str, transactional_id: str | None, now_ms: int) -> DescribedTransaction | None:
+        """The coordinator's current state and partition set for P's transactional id
+        (DescribeTransactions, 3.0+): it decides ownership instead of the log's record (detection.md
+        §3.1: the withdrawn "marker landed" rule's replacement). Asked once per finding and clock."""
+        if not transactional_id:
+            return None
+        cache = self.answers.setdefault(key, {})
+        if cache.get("dt_at") != now_ms:
+            cache["dt"], cache["dt_at"] = self.broker.describe_transaction(transactional_id), now_ms
+        return described_from_answer(cache["dt"])
 
     def _span(self, key: str, txn: OpenTxn) -> tuple[OpenTxn, dict[str, Any] | None]:
         """Probe mode: the state knows O's first batch only; its extent (data-loss preview, last
@@ -686,7 +780,7 @@ class Enricher:
                                     abort_command_new=None, abort_command_legacy=None, required_permission=None,
                                     detected_at=now_ms if now_ms is not None else int(time.time() * 1000),
                                     lso=lso, pins_lso=False, verify_hint=None, epoch_hint=None,
-                                    missing_txn_partitions=None)
+                                    missing_txn_partitions=None, verified=True, unverified_reasons=[])
                     self.active.pop(key)
                     self.answers.pop(key, None)
                     out.append(resolved)

@@ -174,6 +174,9 @@ class KafkaLookback(NoBrokerEvidence):
         from udfs.model import CONTROL_ABORT, CONTROL_COMMIT
 
         found: Marker | None = None
+        # highest epoch of P's transactional data since its previous control batch in the window:
+        # the data the next marker closes (a bumped marker is one above it, detection.md §3.1)
+        data_epoch = -1
         pos = lo
         while pos < hi:
             res, c, fetched = self._headers_at(wire, topic, partition, pos, self.max_bytes - spent)
@@ -187,14 +190,20 @@ class KafkaLookback(NoBrokerEvidence):
                 base, last = int(c["base_offset"][i]), int(c["last_offset"][i])
                 if last < pos or base >= hi:
                     continue
-                if bool(c["is_control"][i]) and int(c["producer_id"][i]) == producer_id:
+                if int(c["producer_id"][i]) != producer_id or not bool(c["is_transactional"][i]):
+                    continue
+                if bool(c["is_control"][i]):
                     ctype = int(c["control_type"][i])
                     typed = ctype in (CONTROL_ABORT, CONTROL_COMMIT)
                     ce = int(c["coordinator_epoch"][i])
                     found = Marker(offset=base, producer_epoch=int(c["producer_epoch"][i]),
                                    coordinator_epoch=ce if typed and ce >= 0 else None,
                                    kind=("COMMIT" if ctype == CONTROL_COMMIT else "ABORT") if typed else None,
-                                   timestamp=int(c["max_timestamp"][i]))
+                                   timestamp=int(c["max_timestamp"][i]),
+                                   closed_epoch=data_epoch if data_epoch >= 0 else None)
+                    data_epoch = -1
+                else:
+                    data_epoch = max(data_epoch, int(c["producer_epoch"][i]))
             pos = max(pos, int(c["last_offset"][-1]) + 1)
         return found, spent, True
 

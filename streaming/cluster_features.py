@@ -7,8 +7,9 @@ valid only when the epoch is >= 0). ``transaction.version`` (KIP-890 / KIP-1022)
 coordinator reads it (``TransactionStateManager.transactionVersionLevel``:
 ``finalizedFeatures().getOrDefault(TransactionVersion.FEATURE_NAME, 0)``).
 
-Informational here: shown per cluster (alert field ``transaction_version``, metric
-``txnwatch_transaction_version``, status page); no verdict reads it.
+Shown per cluster (alert field ``transaction_version``, metric
+``txnwatch_transaction_version``, status page); the verdict reads it only to know that every
+marker is bumped at 2 (no ``write-after-marker`` refinement, detection.md §3.1 revision 3.1).
 """
 
 from __future__ import annotations

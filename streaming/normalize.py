@@ -185,6 +185,8 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
       epoch, timestamp; coordinator epochs only grow on a coordinator partition, so it also
       carries the producer's highest) and, when that one teaches no coordinator epoch (EMPTY),
       the last COMMIT/ABORT before it, whose epoch an EMPTY marker inherits (``udfs.pairing``),
+    * the span just before the last marker (the data epoch that marker closed: whether it was
+      bumped, which write-after-marker needs, detection.md §3.1 revision 3.1),
     * the span after the last marker (open at the end of the read; its preceding marker is the
       last marker, which write-after-marker needs).
 
@@ -258,8 +260,11 @@ def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndar
     typed = is_m & ((marker == "COMMIT") | (marker == "ABORT")) & (np.where(np.isnan(cep), -1, cep) >= 0)
     typed_ord = np.where(typed, ordinal, -1)
     last_typed = per_row(np.maximum.reduceat(typed_ord[order], starts)[group])
+    # The span just before the last marker is kept too: the marker closes it, and the data epoch
+    # it closed tells a bumped marker from one that was not (write-after-marker, detection.md §3.1
+    # revision 3.1); it opens and closes within the read, so it changes nothing else.
     keep = ~eligible | (ordinal == 0) | (ordinal == last) | (is_m & (ordinal == 1)) | \
-        (typed & (ordinal == last_typed))
+        (typed & (ordinal == last_typed)) | (~is_m & (ordinal == last - 1))
     if keep.all():
         return None
     dropped = ~keep
@@ -286,14 +291,15 @@ def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, 
     the last one says it all, and the first one is the routing event (a new producer id: the old
     one learns it was superseded, ``route_coordinator_records``). Kept: every tombstone, the
     first and last record of every run, and, for records without TransactionStartTimestampMs
-    (text dumps before 4.1), each record that moved its id to Ongoing: the state infers the
-    transaction's start from it. ``partitionLeaderEpoch`` only grows along a partition, so the
+    (text dumps before 4.1), each record that moved its id to Ongoing and the Complete*/Empty
+    record before it: the state bounds the transaction's start by them. ``partitionLeaderEpoch`` only grows along a partition, so the
     last record of a run also carries the run's highest coordinator epoch.
     """
     n = len(records)
     keep = [False] * n
     prev_key: dict[Any, Any] = {}
     prev_state: dict[Any, Any] = {}
+    prev_idx: dict[Any, int] = {}
     run_keys = []
     for i, r in enumerate(records):
         tid = r["transactional_id"]
@@ -304,8 +310,13 @@ def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, 
             keep[i] = True
         elif state == "Ongoing" and r.get("txn_start_ts") is None and prev_state.get(tid) != "Ongoing":
             keep[i] = True
+            # and the id's Complete*/Empty record before it: its time bounds the start from below
+            # (detection.md §3.1, coordinator-stuck on text dumps)
+            if prev_state.get(tid) in ("Empty", "CompleteCommit", "CompleteAbort"):
+                keep[prev_idx[tid]] = True
         prev_key[tid] = key
         prev_state[tid] = state
+        prev_idx[tid] = i
     next_key: dict[Any, Any] = {}
     for i in range(n - 1, -1, -1):
         tid = records[i]["transactional_id"]

@@ -41,11 +41,13 @@ from typing import Any
 from streaming.vocab import (
     ALERT_FIELDS,
     ALERT_SCHEMA_VERSION,
+    COORDINATOR_VIEW_INCOMPLETE,
     HANGING,
     LATE,
     LSO_PINNED_AT_LOG_START,
     OPEN_BEFORE_LOG_START,
     RESOLVED,
+    START_OFFSET_NOT_PROVEN,
 )
 
 TXN_TOPIC = "__transaction_state"
@@ -196,6 +198,10 @@ class PinnedLso:
             "threshold_ms": threshold, "clock_skew": False, "input": f"{entry['topic']}-{entry['partition']}",
             "log_start_offset": entry["log_start"], "pinned_since_ms": entry["since_ms"],
             "confirmed_by": ["DescribeProducers"] if identified else None,
+            # detection.md §0: never verified; the coordinator was not checked, and without a broker
+            # answer naming the producer nothing says where its transaction began
+            "unverified_reasons": [] if status == RESOLVED else (
+                [COORDINATOR_VIEW_INCOMPLETE] if identified else [START_OFFSET_NOT_PROVEN, COORDINATOR_VIEW_INCOMPLETE]),
         })
         if status != RESOLVED:
             a["verify_hint"] = (dump_hint(entry["topic"], entry["partition"], entry["lso"]) if not identified else

@@ -46,6 +46,8 @@ from udfs.model import OPEN_TXN_STATES
 from udfs.pairing import Step, marker_coordinator_epoch, pair
 
 SCHEMA_VERSION = 2  # 2: rules v2 evidence (first epoch, marker kinds/times, snapshot seed)
+# Coordinator states that end a transaction: their update time bounds the next start from below.
+FINAL_STATES = ("Empty", "CompleteCommit", "CompleteAbort")
 
 # Columns of what the state operator emits (alerts-in-the-making plus passthrough rows).
 OUT_FIELDS: tuple[tuple[str, str], ...] = (
@@ -236,6 +238,7 @@ class ProducerState:
                 "first_ts": int(ev["first_ts"]), "last_ts": int(ev["last_ts"]),
                 "batches": int(ev["batch_count"] or 0), "records": int(ev["record_count"] or 0),
                 "bytes": int(ev["bytes"] or 0), "first_epoch": epoch if epoch is not None else -1,
+                "data_epoch": epoch if epoch is not None else -1,  # highest producer epoch of O's data
                 # pairing: nothing of P lies between its last marker and O's first batch
                 "prev_marker": lm if lm is not None and lm["offset"] < first else None,
                 "alert": None, "sig": None, "source": ev.get("source"), "position": ev.get("source_position"),
@@ -247,6 +250,8 @@ class ProducerState:
             # A probe window holds only O's first batch, so a batch joining O means the partition
             # is followed from O on: the state has O's span, the driver need not read it again.
             o["probe"] = False
+            if epoch is not None:
+                o["data_epoch"] = max(o.get("data_epoch", o["first_epoch"]), epoch)
             o["last_offset"] = max(o["last_offset"], int(ev["last_offset"]))
             o["last_ts"] = max(o["last_ts"], int(ev["last_ts"]))
             o["batches"] += int(ev["batch_count"] or 0)
@@ -261,12 +266,16 @@ class ProducerState:
                 out.append(self._row(cfg, p, o, status="resolved", now_ms=_i(ev.get("event_time_ms")) or
                                      int(ev["last_ts"]), resolution=resolution))
             p["open"] = None
+            # The data epoch of the transaction this marker closed (None: nothing of P was open on
+            # tp as read): one below the marker's epoch is a bumped marker (revision 3.1).
+            closed_epoch = None if o is None else o.get("data_epoch", o["first_epoch"])
             ce = marker_coordinator_epoch(marker, _i(ev.get("coordinator_epoch")))
             # An empty marker (cleaner) proves a marker existed but not its coordinator epoch: the
             # previous marker's epoch is not carried forward (it may be lower than this one's).
             p["last_marker"] = {"offset": first, "producer_epoch": epoch if epoch is not None else -1,
                                 "coordinator_epoch": ce, "kind": marker if marker in ("COMMIT", "ABORT") else None,
-                                "timestamp": _i(ev.get("last_ts")) if _i(ev.get("last_ts")) is not None else -1}
+                                "timestamp": _i(ev.get("last_ts")) if _i(ev.get("last_ts")) is not None else -1,
+                                "closed_epoch": closed_epoch if closed_epoch is not None and closed_epoch >= 0 else None}
             if ce is not None:
                 p["max_marker_ce"] = max(p["max_marker_ce"], ce)
             return out
@@ -353,19 +362,43 @@ class ProducerState:
             return
         state = ev.get("txn_state")
         start = _i(ev.get("txn_start_ts"))
+        prev = self.coord if self.coord and self.coord.get("tid") == tid and not self.coord.get("forgotten") else {}
+        update = _i(ev.get("txn_last_update_ts"))
+        # The id's previous Complete*/Empty record (detection.md §3.1): its update time bounds the
+        # start of the id's next transaction from below (TransactionMetadata.prepareTransitionTo
+        # sets txnStartTimestamp only on the move to Ongoing, after it).
+        exact = start is not None
+        if exact:
+            prev_final = None  # the start is written: no bound needed
+        elif state in FINAL_STATES:
+            prev_final = update
+        else:
+            prev_final = prev.get("prev_final_ts") if prev.get("producer_id") == pid else None
         if start is None and state == "Ongoing":
-            # Text dumps before 4.1 do not print TransactionStartTimestampMs: the transaction
-            # started at the update time of the record that moved the id to Ongoing.
-            prev = self.coord if self.coord and self.coord.get("tid") == tid and not self.coord.get("forgotten") else {}
-            start = prev.get("start_ts") if prev.get("state") == "Ongoing" else None
+            # Text dumps before 4.1 do not print TransactionStartTimestampMs. The record that moved
+            # the id to Ongoing carries txnLastUpdateTimestamp = txnStartTimestamp
+            # (TransactionMetadata.prepareAddPartitions from Empty/Complete*), and every later Ongoing
+            # record of the same transaction a later one: the first Ongoing record read after the
+            # previous Complete*/Empty is an upper bound of the start. A run of Ongoing records is
+            # one transaction only when the producer epoch does not change (TV2 bumps it at every
+            # end) and each record's partition set strictly grows: the coordinator writes an Ongoing
+            # record only for partitions not yet in the transaction
+            # (TransactionCoordinator.handleAddPartitionsToTransaction: "partitions.subsetOf(
+            # txnMetadata.topicPartitions)" replies at once). Anything else means records between
+            # them are missing from the input (a segment left out): a new transaction.
+            new_parts = set(ev.get("txn_partitions") or ())
+            same_txn = prev.get("state") == "Ongoing" and prev.get("producer_epoch") == _i(ev.get("producer_epoch")) \
+                and prev.get("producer_id") == pid and new_parts > set(prev.get("partitions") or ())
+            start = prev.get("start_ts") if same_txn else None
             if start is None:
-                start = _i(ev.get("txn_last_update_ts")) or _i(ev.get("first_ts"))
+                start = update if update is not None and update >= 0 else None
         self.coord = {
             "tid": tid, "forgotten": None, "state": state, "producer_id": pid,
             "producer_epoch": _i(ev.get("producer_epoch")),
             "partitions": list(ev["txn_partitions"]) if ev.get("txn_partitions") is not None else None,
-            "timeout_ms": _i(ev.get("txn_timeout_ms")), "start_ts": start,
-            "last_update_ts": _i(ev.get("txn_last_update_ts")),
+            "timeout_ms": _i(ev.get("txn_timeout_ms")), "start_ts": start, "start_exact": exact,
+            "prev_final_ts": prev_final,
+            "last_update_ts": update, "client_txn_version": _i(ev.get("client_txn_version")),
             "txn_partition": _i(ev.get("partition")),
         }
 
@@ -384,7 +417,8 @@ class ProducerState:
                 producer_epoch=_or(c["producer_epoch"], -1),
                 partitions=tuple(c["partitions"]) if c["partitions"] is not None else None,
                 timeout_ms=_or(c["timeout_ms"], 0), start_ts=_or(c["start_ts"], -1),
-                last_update_ts=_or(c.get("last_update_ts"), -1))
+                last_update_ts=_or(c.get("last_update_ts"), -1), client_txn_version=c.get("client_txn_version"),
+                start_exact=c.get("start_exact", True), prev_final_ts=_or(c.get("prev_final_ts"), -1))
         return CoordinatorView(current=cfg.coordinator_available, mapped=True, record=record,
                                txn_partition=c.get("txn_partition"))
 

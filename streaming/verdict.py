@@ -1,5 +1,5 @@
-"""The rule that decides "hanging" and the legacy abort's coordinator epoch (detection.md §3-§4,
-rules v2). Pure: no Spark, no I/O; every input is an explicit argument.
+"""The rule that decides "hanging" and the legacy abort's coordinator epoch (detection.md §0, §3-§4,
+revision 3.1). Pure: no Spark, no I/O; every input is an explicit argument.
 
 ``judge(txn, view, evidence, now_ms=, thresholds=) -> Verdict`` is the only decision. It is called
 twice for one open transaction, with the same dataclasses, by two callers that know different
@@ -26,8 +26,15 @@ default is the *safe* reading (incomplete view, no epoch evidence):
    ``dataclasses.replace``: ``CoordinatorView.partition_count`` (metadata / config
    ``txn_state_partitions``), ``read_partitions`` (the ``__transaction_state`` partitions read up
    to ``now``), ``all_coordinators_max`` (highest ``partitionLeaderEpoch`` over them), and
-   ``EpochEvidence.describe_producers`` (the leader's DescribeProducers entry, live path, 2.8+).
-   It then calls :func:`judge` again and publishes that verdict; it decides nothing itself.
+   ``EpochEvidence.describe_producers`` (the leader's DescribeProducers entry, live path, 2.8+),
+   ``CoordinatorView.described`` (the coordinator's DescribeTransactions answer, live path, 3.0+:
+   it decides ownership instead of the log's record), the currency of the coordinator copies, and
+   a :class:`PartitionProof` of tp (detection.md §0). It then calls :func:`judge` again and
+   publishes that verdict; it decides nothing itself.
+
+Revision 3 / 3.1 (detection.md §0, §3.1): ``verified`` is a proof; every missing proof is a
+stable string in ``Verdict.unverified_reasons``; no verdict, cause or epoch comes from comparing
+two sources' clocks (a clock may only add a reason or turn hanging into late).
 
 Adding global facts never changes ``status`` (late vs hanging depends only on C, which the state
 call already has), except when ``read_partitions`` shows that P's own ``txn_partition`` was not
@@ -59,6 +66,7 @@ from streaming.vocab import LATE_CAUSES as LATE_CAUSES
 from udfs.model import OPEN_TXN_STATES
 
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
+TWO_PC_TIMEOUT_MS = 2_147_483_647  # Integer.MAX_VALUE: KIP-939's "no timeout" (isDistributedTwoPhaseCommitTxn)
 # Errors.java: INVALID_PRODUCER_EPOCH(47), TRANSACTION_COORDINATOR_FENCED(52).
 COORDINATOR_FENCED_ERROR = "TRANSACTION_COORDINATOR_FENCED (error 52)"
 
@@ -84,6 +92,14 @@ class Marker:
     coordinator_epoch: int | None
     kind: str | None
     timestamp: int
+    # The highest data epoch of the transaction this marker closed on tp (None: nothing of P was
+    # open when it was read, or the data was not read). One above ``producer_epoch``'s data
+    # (``closed_epoch == producer_epoch - 1``) is a *bumped* marker: transaction version 2
+    # always (``TransactionMetadata.prepareComplete`` bumps the epoch at every end under TV2,
+    # KIP-890), and a coordinator-initiated abort under versions 0/1
+    # (``TransactionCoordinator.onEndTransactionComplete`` / ``abortTimedOutTransactions`` →
+    # ``prepareFenceProducerEpoch``). detection.md §3.1, revision 3.1.
+    closed_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +140,43 @@ class CoordinatorRecord:
     timeout_ms: int
     start_ts: int
     last_update_ts: int
+    # ClientTransactionVersion of the value (v1 tagged field 2, Kafka 4.0+; 0 = versions 0/1,
+    # 2 = transaction version 2); None when the input does not say (text dumps before 4.1).
+    client_txn_version: int | None = None
+    # ``start_exact`` False: the input does not print TransactionStartTimestampMs (text dumps
+    # before 4.1) and ``start_ts`` is only an upper bound of the start (the update time of the first
+    # Ongoing record read after the id's previous Complete*/Empty record), -1 when no record proves
+    # one. ``prev_final_ts``: the update time of that previous Complete*/Empty record (a lower
+    # bound of the start, -1 when none was read). detection.md §3.1.
+    start_exact: bool = True
+    prev_final_ts: int = -1
+
+    @property
+    def two_phase_commit(self) -> bool:
+        """KIP-939: ``TransactionMetadata.isDistributedTwoPhaseCommitTxn`` is ``txnTimeoutMs ==
+        Integer.MAX_VALUE``; the coordinator never times such a transaction out
+        (``TransactionStateManager.timedOutTransactions`` skips it)."""
+        return self.timeout_ms == TWO_PC_TIMEOUT_MS
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTransaction:
+    """The coordinator's DescribeTransactions answer (KIP-664, 3.0+) for P's transactional id
+    (``TransactionCoordinator.handleDescribeTransactions``): its *current* in-memory state and
+    partition set. ``found`` False: TRANSACTIONAL_ID_NOT_FOUND. In PrepareCommit/PrepareAbort the
+    partition set holds only the partitions whose marker is not written yet
+    (``TransactionMarkerRequestCompletionHandler`` → ``txnMetadata.removePartition``), which is
+    why ``TransactionsCommand.FindHangingTransactionsCommand.filterHangingTransactions`` calls a
+    transaction hanging iff its partition is absent from that set. It outranks the log
+    (detection.md §0)."""
+
+    found: bool
+    state: str | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    partitions: tuple[str, ...] = ()
+    timeout_ms: int = -1
+    start_ts: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +211,12 @@ class CoordinatorView:
     empty_partitions: frozenset[int] = frozenset()
     newest_ts: tuple[tuple[int, int], ...] = ()
     gap_partitions: frozenset[int] = frozenset()
+    # ``described``: the coordinator's live DescribeTransactions answer for P's transactional id
+    # (live path, 3.0+); when set it decides ownership instead of ``record`` (detection.md §3.1).
+    # ``txn_version``: the cluster's finalized ``transaction.version`` feature when known (2: every
+    # marker is bumped, revision 3.1).
+    described: DescribedTransaction | None = None
+    txn_version: int | None = None
 
     def __post_init__(self) -> None:
         if self.record is not None and not self.mapped:
@@ -288,36 +347,62 @@ class Verdict:
 
 
 def threshold_for(thresholds: Thresholds, record: CoordinatorRecord | None) -> int:
-    """``max(max_timeout_ms, C's TransactionTimeoutMs) + padding_ms`` (detection.md §3)."""
+    """``max(max_timeout_ms, C's TransactionTimeoutMs) + padding_ms`` (detection.md §3), except for a
+    two-phase-commit transaction (timeout Integer.MAX_VALUE, KIP-939): ``max_timeout_ms +
+    padding_ms``, as the broker's late-transaction metric counts it."""
     timeout = thresholds.max_timeout_ms
-    if record is not None:
+    if record is not None and not record.two_phase_commit:
         timeout = max(timeout, record.timeout_ms)
     return timeout + thresholds.padding_ms
 
 
-def marker_landed(record: CoordinatorRecord, marker: Marker | None, first_offset: int) -> bool:
-    """C is Prepare* and its marker for tp is already in tp's log before O (detection.md §3).
+# Withdrawn in revision 3 (detection.md §3.1): "C is Prepare* but P's marker for C already landed
+# on tp, by timestamps → hanging". Under transaction versions 0/1 the previous transaction's marker
+# carries the same producer id, epoch and result as C's, and only the partition leader's clock (the
+# marker's timestamp) against the coordinator's (C's TransactionLastUpdateTimestampMs) told them
+# apart: 41 ms of skew between two brokers made that rule abort a commit in flight. A Prepare*
+# record naming tp now keeps O ``late, markers-pending``; on the live path DescribeTransactions
+# (the coordinator's current partition set, :class:`DescribedTransaction`) decides instead.
 
-    Kafka: ``TransactionMetadata.prepareAbortOrCommit`` stamps the Prepare* record with
-    ``updateTimestamp`` (TransactionLastUpdateTimestampMs) before the append;
-    ``TransactionCoordinator.endTransaction``'s ``sendTxnMarkersCallback`` queues the markers only
-    after the append succeeded (``TransactionMarkerChannelManager.addTxnMarkersToSend``), with
-    ``txnMetadata.producerEpoch`` (= C's epoch) and the result COMMIT/ABORT; on a successful
-    WriteTxnMarkers response ``TransactionMarkerRequestCompletionHandler`` calls
-    ``txnMetadata.removePartition(tp)``: tp leaves the in-memory pending set while the Prepare*
-    record in the log still lists it, and no marker for tp is sent again unless the coordinator
-    reloads the partition (``TransactionStateManager.loadTransactionsForTxnTopicPartition``).
 
-    So C's marker is the one with C's result, C's producer epoch and a timestamp strictly after C's
-    prepare time. Under TV0/TV1 the previous transaction's marker has the same epoch and possibly
-    the same result, and only the time separates them; the two clocks belong to different brokers,
-    which is why the comparison is strict (a tie reads "not landed": late, no command).
-    """
-    if marker is None or record.state not in PREPARE_STATES or marker.offset >= first_offset:
+def _described_record(dt: DescribedTransaction, record: CoordinatorRecord | None) -> CoordinatorRecord:
+    """The coordinator's live answer as a coordinator record (it outranks the log's record)."""
+    return CoordinatorRecord(
+        transactional_id=record.transactional_id if record is not None else "", state=dt.state or "",
+        producer_id=dt.producer_id, producer_epoch=dt.producer_epoch, partitions=tuple(dt.partitions),
+        timeout_ms=dt.timeout_ms, start_ts=dt.start_ts, last_update_ts=-1,
+        client_txn_version=record.client_txn_version if record is not None else None)
+
+
+def _stuck(c: CoordinatorRecord, now_ms: int, padding_ms: int) -> bool:
+    """``now − C.start > C.timeout + padding`` (detection.md §3.1: the coordinator should have
+    aborted it: ``TransactionStateManager.timedOutTransactions`` takes Ongoing transactions with
+    ``txnStartTimestamp + txnTimeoutMs < now``). When the input does not print the start
+    (``start_exact`` False), it is bounded below by the id's previous Complete*/Empty record and
+    above by the first Ongoing record after it: ``coordinator-stuck`` needs that lower bound to
+    exceed the threshold (and the upper one, which implies it), else a long transaction would be
+    called stuck."""
+    limit = c.timeout_ms + padding_ms
+    if c.start_exact:
+        return c.start_ts >= 0 and now_ms - c.start_ts > limit
+    return (c.prev_final_ts >= 0 and now_ms - c.prev_final_ts > limit
+            and c.start_ts >= 0 and now_ms - c.start_ts > limit)
+
+
+def _late_write(txn: OpenTxn, c: CoordinatorRecord, txn_version: int | None) -> bool:
+    """``write-after-marker`` (detection.md §3.1): P's previous event on tp is a marker with the
+    epoch of O's first batch, and that marker was not *bumped*. After a bumped marker (its epoch one
+    above the data it closed: transaction version 2 always, a coordinator abort under versions 0/1)
+    a batch of the marker's epoch is the producer's next transaction, which the partition leader
+    accepts (``ProducerAppendInfo.checkProducerEpoch`` only rejects an epoch below the entry's), not
+    a late write of the closed one. Only a marker proven not bumped (the data epoch it closed was
+    read and equals its own) refines the cause; TV2 by the record or the cluster never does."""
+    pm = txn.prev_marker
+    if pm is None or pm.producer_epoch != txn.first_epoch:
         return False
-    result = "COMMIT" if record.state == "PrepareCommit" else "ABORT"
-    return (marker.kind == result and marker.producer_epoch == record.producer_epoch
-            and record.last_update_ts >= 0 and marker.timestamp > record.last_update_ts)
+    if (c.client_txn_version or 0) >= 2 or (txn_version or 0) >= 2:
+        return False
+    return pm.closed_epoch is not None and pm.closed_epoch == pm.producer_epoch
 
 
 def _hint_unknown(txn: OpenTxn) -> str:
@@ -376,27 +461,46 @@ def judge(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *, now_m
     ``proof`` is what the input proves of tp (detection.md §0). ``None`` means "this caller does not
     know" (the per-producer state call): no reason is derived from it, and that verdict is never
     the published one — the driver's enrichment re-judges with a :class:`PartitionProof`.
+
+    ``verified`` is a proof (§0): it is set only when no reason in ``unverified_reasons`` remains,
+    and a reason is never removed by a clock comparison.
     """
     record = view.record if view.mapping_current else None
     if record is not None and record.producer_id != txn.producer_id:
         raise ValueError(f"coordinator record of producer id {record.producer_id} passed for producer id "
                          f"{txn.producer_id} ({txn.tp} offset {txn.first_offset})")
+    dt = view.described
     open_ms, idle_ms = now_ms - txn.first_ts, now_ms - txn.last_ts
     skew = open_ms < 0 or idle_ms < 0 or (proof is not None and proof.clock_skew)
     open_ms, idle_ms = max(open_ms, 0), max(idle_ms, 0)
-    threshold = threshold_for(thresholds, record)
+    c = record
+    if dt is not None:  # the broker's own word decides (§0)
+        c = _described_record(dt, record) if dt.found and dt.producer_id == txn.producer_id else None
+    threshold = threshold_for(thresholds, c if c is not None else record)
     base = dict(threshold_ms=threshold, open_ms=open_ms, idle_ms=idle_ms, clock_skew=skew)
     if open_ms <= threshold:
         return Verdict("open", None, True, producer_epoch=txn.max_epoch, coordinator_epoch=None,
                        coordinator_epoch_source=None, **base)
 
     reasons: list[str] = []
-    empty, behind = view.unproven_copies(txn.first_ts)
-    cover = view.covering_partitions()
-    if cover is not None and view.gap_partitions.intersection(cover):
-        reasons.append(CRC_GAP)
+    empty: frozenset[int] = frozenset()
+    behind: frozenset[int] = frozenset()
+    if dt is None:
+        # What the __transaction_state copies prove; the coordinator's live answer replaces them.
+        empty, behind = view.unproven_copies(txn.first_ts)
+        cover = view.covering_partitions()
+        if cover is not None and view.gap_partitions.intersection(cover):
+            reasons.append(CRC_GAP)
     status, cause, verified = "hanging", "exceeds-max-timeout", False
-    if not view.mapping_current:
+    if dt is not None:
+        verified = True
+        if c is None:
+            # TRANSACTIONAL_ID_NOT_FOUND, or the id now maps another producer id: no coordinator
+            # will write a marker for P (FindHangingTransactionsCommand: no description → hanging).
+            cause = "coordinator-unaware"
+        else:
+            status, cause = _decide(txn, c, view, now_ms, thresholds)
+    elif not view.mapping_current:
         pass  # no coordinator source, or it (or P's own partition) lags: only markers-pending explains O
     elif record is None:
         # "P unknown" is proven only when every covering copy is current: an empty or lagging copy
@@ -405,23 +509,15 @@ def judge(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *, now_m
         if view.mapped or view.complete:
             cause, verified = "coordinator-unaware", True
     else:
-        owns = record.state in OPEN_TXN_STATES and txn.tp in (record.partitions or ())
-        if owns and marker_landed(record, evidence.last_marker, txn.first_offset):
-            owns = False  # the coordinator dropped tp from its pending set: O is not covered
+        status, cause = _decide(txn, record, view, now_ms, thresholds)
         verified = True
-        if not owns:
-            pm = txn.prev_marker
-            same_epoch = pm is not None and pm.producer_epoch == txn.first_epoch
-            cause = "write-after-marker" if same_epoch else "coordinator-finished-without-partition"
-        elif record.state in PREPARE_STATES:
-            status, cause = "late", "markers-pending"
-        elif record.start_ts >= 0 and now_ms - record.start_ts > record.timeout_ms + thresholds.padding_ms:
-            status, cause = "late", "coordinator-stuck"
-        else:
-            status, cause = "late", "long-transaction"
     if cause == "exceeds-max-timeout":
-        read_any = view.current and bool(view.read_partitions)
-        reasons.append(COORDINATOR_VIEW_INCOMPLETE if read_any or view.mapped else NO_COORDINATOR_INPUT)
+        missing = view.missing_partitions()
+        read_any = bool(view.read_partitions) or view.mapped
+        if not read_any:
+            reasons.append(NO_COORDINATOR_INPUT)
+        elif missing is None or missing or not view.mapping_current or not (empty or behind):
+            reasons.append(COORDINATOR_VIEW_INCOMPLETE)
     if empty:
         reasons.append(COORDINATOR_COPY_EMPTY)
     if behind:
@@ -447,6 +543,45 @@ def judge(txn: OpenTxn, view: CoordinatorView, evidence: EpochEvidence, *, now_m
                    blocked=choice.blocked, unverified_reasons=tuple(reasons), **base)
 
 
+def _decide(txn: OpenTxn, c: CoordinatorRecord, view: CoordinatorView, now_ms: int,
+            thresholds: Thresholds) -> tuple[str, str]:
+    """(status, cause) given C, the coordinator's record for P (detection.md §3.1, Kafka's
+    find-hanging rule: O is covered iff tp is in the coordinator's current partition set)."""
+    parts = c.partitions or ()
+    # PrepareEpochFence (KIP-360, in memory: DescribeTransactions may show it) keeps the partitions
+    # and goes on to PrepareAbort (TransactionCoordinator.prepareFenceProducerEpoch): markers follow.
+    owns = c.state in (*OPEN_TXN_STATES, "PrepareEpochFence") and txn.tp in parts
+    if not owns:
+        return "hanging", ("write-after-marker" if _late_write(txn, c, view.txn_version)
+                           else "coordinator-finished-without-partition")
+    if c.state in (*PREPARE_STATES, "PrepareEpochFence"):
+        # The coordinator decided; its marker will close O whatever the timestamps say (revision 3).
+        return "late", "markers-pending"
+    if c.two_phase_commit:
+        # KIP-939: an external transaction manager owns the decision; the coordinator never times
+        # it out, so age never makes it hanging (§5). No abort command: the remedy is documented.
+        return "late", "prepared-2pc"
+    if _stuck(c, now_ms, thresholds.padding_ms):
+        return "late", "coordinator-stuck"
+    return "late", "long-transaction"
+
+
+def described_from_answer(d: dict[str, Any] | None) -> DescribedTransaction | None:
+    """A DescribeTransactions answer as ``streaming.broker_confirm`` returns it (None: unsupported,
+    unreachable or not authorized = unknown; ``error`` TRANSACTIONAL_ID_NOT_FOUND = the coordinator
+    does not know the id) → :class:`DescribedTransaction`."""
+    if d is None:
+        return None
+    if d.get("error"):
+        return DescribedTransaction(found=False) if d["error"] == "TRANSACTIONAL_ID_NOT_FOUND" else None
+    start = d.get("start_ms")
+    return DescribedTransaction(found=True, state=d.get("state"), producer_id=int(d["producer_id"]),
+                                producer_epoch=int(d.get("producer_epoch", -1)),
+                                partitions=tuple(d.get("partitions") or ()),
+                                timeout_ms=int(d.get("timeout_ms", -1)),
+                                start_ts=int(start) if start is not None and start >= 0 else -1)
+
+
 def to_dict(obj: OpenTxn | CoordinatorView | EpochEvidence) -> dict[str, Any]:
     """JSON-ready dict of one evidence object (for the state row the enrichment re-judges)."""
     d = asdict(obj)
@@ -459,7 +594,7 @@ def to_dict(obj: OpenTxn | CoordinatorView | EpochEvidence) -> dict[str, Any]:
 
 
 def view_from_dict(d: dict[str, Any]) -> CoordinatorView:
-    rec = d.get("record")
+    rec, dt = d.get("record"), d.get("described")
     read = d.get("read_partitions")
     return CoordinatorView(
         current=d["current"], mapped=d["mapped"],
@@ -470,7 +605,9 @@ def view_from_dict(d: dict[str, Any]) -> CoordinatorView:
         all_coordinators_max=d.get("all_coordinators_max"), copies_current=d.get("copies_current", False),
         empty_partitions=frozenset(d.get("empty_partitions") or ()),
         newest_ts=tuple(tuple(x) for x in d.get("newest_ts") or ()),
-        gap_partitions=frozenset(d.get("gap_partitions") or ()))
+        gap_partitions=frozenset(d.get("gap_partitions") or ()),
+        described=DescribedTransaction(**{**dt, "partitions": tuple(dt.get("partitions") or ())}) if dt else None,
+        txn_version=d.get("txn_version"))
 
 
 def txn_from_dict(d: dict[str, Any]) -> OpenTxn:

@@ -44,7 +44,10 @@ MARKERS_PENDING = "markers-pending"
 COORDINATOR_STUCK = "coordinator-stuck"
 LONG_TRANSACTION = "long-transaction"
 LSO_PINNED_AT_LOG_START = "lso-pinned-at-log-start"  # the same, pinned for less than the threshold yet
-LATE_CAUSES = (MARKERS_PENDING, COORDINATOR_STUCK, LONG_TRANSACTION, LSO_PINNED_AT_LOG_START)
+# KIP-939 two-phase commit (TransactionTimeoutMs = Integer.MAX_VALUE): an external transaction
+# manager owns the decision and the coordinator never times it out; never hanging, never aborted.
+PREPARED_2PC = "prepared-2pc"
+LATE_CAUSES = (MARKERS_PENDING, COORDINATOR_STUCK, LONG_TRANSACTION, LSO_PINNED_AT_LOG_START, PREPARED_2PC)
 
 CAUSES = HANGING_CAUSES + LATE_CAUSES
 
@@ -100,6 +103,8 @@ ALERT_FIELDS = (
     # the partition's log start at detection, and since when an unseen transaction pins the LSO
     # there (issue 20, streaming/pinned_lso.py; null for other findings)
     "log_start_offset", "pinned_since_ms",
+    # what a finding's verification lacks (issue 19, detection.md §0): UNVERIFIED_REASONS, empty iff verified
+    "unverified_reasons",
 )
 # Fields of a partition availability record (the schema's other properties are the findings').
 AVAILABILITY_FIELDS = ("schema_version", "key", "status", "cluster", "topic", "partition", "reason", "since_ms",

@@ -71,7 +71,10 @@ What is modelled (and how faithfully)
   in-memory transaction metadata (``TransactionCoordinator.handleDescribeTransactions`` /
   ``handleListTransactions``): DESCRIBE on the TransactionalId, topics the principal may not
   Describe left out; ids from InitProducerId/AddPartitionsToTxn/EndTxn or
-  :meth:`FakeKafkaBroker.set_transaction`. Node 1 is the only coordinator (NOT_COORDINATOR elsewhere).
+  :meth:`FakeKafkaBroker.set_transaction`, over what the coordinator loads from the staged
+  ``__transaction_state`` partitions (``TransactionStateManager.loadTransactionsForTxnTopicPartition``:
+  the latest value per transactional id, tombstones remove it). Node 1 is the only coordinator
+  (NOT_COORDINATOR elsewhere).
 * **WriteTxnMarkers** v0-2 (the admin abort): authorization by release, the leader's
   ``ProducerAppendInfo`` epoch and coordinator-epoch checks (TV2 strict rule on v2 markers), the
   marker appended and the LSO moved; a hook to change state just before it is handled and
@@ -1103,6 +1106,7 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         self._conn_faults: list[_ConnFault] = []
         self._next_producer_id = first_producer_id
         self._txns: dict[str, _TxnState] = {}
+        self._load_txn_log = True  # the coordinator holds what __transaction_state says (forget_transactions)
         self._groups: dict[str, dict[str, Any]] = {}  # group id -> protocol_type, state, offsets
         self._delete_counter = 0
         self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
@@ -2268,6 +2272,27 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
             out.append(DescribeProducersResponse.TopicResponse(name=t.name, partitions=parts))
         return DescribeProducersResponse(version=version, throttle_time_ms=0, topics=out)
 
+    def forget_transactions(self) -> None:
+        """The coordinator holds no transaction metadata at all (every id expired, or a coordinator
+        that lost its state): DescribeTransactions answers TRANSACTIONAL_ID_NOT_FOUND and
+        ListTransactions lists nothing, whatever the staged ``__transaction_state`` says."""
+        with self._lock:
+            self._txns.clear()
+            self._load_txn_log = False
+
+    def _coordinator_txns(self) -> dict[str, _TxnState]:
+        """The coordinator's transaction metadata: what it loaded from the staged
+        ``__transaction_state`` partitions (:func:`_txn_log_values`, as
+        ``TransactionStateManager.loadTransactionsForTxnTopicPartition`` loads them when it becomes
+        their leader), overridden by what went through this fake's own coordinator or
+        :meth:`set_transaction` (the fake writes no ``__transaction_state`` records itself)."""
+        loaded: dict[str, _TxnState | None] = {}
+        self._scan()
+        for (topic, _p), plog in sorted(self._partitions.items()) if self._load_txn_log else ():
+            if topic == "__transaction_state":
+                loaded.update(_txn_log_values(plog.load()))
+        return {**{t: x for t, x in loaded.items() if x is not None}, **self._txns}
+
     def _txn_topics(self, txn: _TxnState):
         by_topic: dict[str, list[int]] = collections.defaultdict(list)
         for topic, partition in sorted(txn.partitions):
@@ -2282,8 +2307,9 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         # (TransactionStateManager.getTransactionState), TRANSACTIONAL_ID_NOT_FOUND when unknown.
         State = DescribeTransactionsResponse.TransactionState
         out = []
+        txns = self._coordinator_txns()
         for tid in request.transactional_ids:
-            txn = self._txns.get(tid)
+            txn = txns.get(tid)
             if not self._authorized("Describe", "TransactionalId", tid):
                 code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             elif node.node_id != self._nodes[0].node_id:
@@ -2320,7 +2346,7 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         duration = request.duration_filter if version >= 1 else -1
         now = int(time.time() * 1000)
         if node.node_id == self._nodes[0].node_id:
-            for tid, txn in sorted(self._txns.items()):
+            for tid, txn in sorted(self._coordinator_txns().items()):
                 if request.producer_id_filters and txn.producer_id not in request.producer_id_filters:
                     continue
                 if request.state_filters and txn.state not in wanted:
@@ -2420,6 +2446,91 @@ def _control_coordinator_epoch(data: bytes, b: BatchInfo) -> int:
     p += max(key_len, 0)
     value_len, p = _read_varint(data, p)
     return struct.unpack_from(">i", data, p + 2)[0] if value_len >= 6 else -1
+
+
+_TXN_STATUS = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
+               "PrepareEpochFence")  # TransactionState.id order (TransactionLog.readTxnRecordValue)
+
+
+def _txn_log_values(segs: list[_Segment]) -> dict[str, _TxnState | None]:
+    """The latest ``__transaction_state`` value per transactional id (None: tombstone), replayed as
+    ``TransactionStateManager.loadTransactionsForTxnTopicPartition`` does when its coordinator
+    loads the partition: records in offset order, the last one per key wins, a null value removes
+    the id. Key: TransactionLogKey (version int16, TransactionalId string). Value: TransactionLogValue
+    v0 (fixed width) or v1 (flexible: compact arrays/strings, tagged fields): ProducerId int64,
+    ProducerEpoch int16, TransactionTimeoutMs int32, TransactionStatus int8,
+    TransactionPartitions [{Topic, PartitionIds}], TransactionLastUpdateTimestampMs int64,
+    TransactionStartTimestampMs int64. Uncompressed batches only (the coordinator writes them so)."""
+    out: dict[str, _TxnState | None] = {}
+    for seg in segs:
+        data = seg.data
+        for b in seg.batches:
+            if b.magic < 2 or b.is_control or b.attributes & _ATTR_COMPRESSION:
+                continue
+            p = b.position + _V2_HEADER_SIZE
+            for _ in range(b.count):
+                length, p = _read_varint(data, p)
+                end = p + length
+                p += 1  # attributes
+                _, p = _read_varint(data, p)  # timestamp delta
+                _, p = _read_varint(data, p)  # offset delta
+                key_len, p = _read_varint(data, p)
+                key = data[p:p + key_len]
+                p += max(key_len, 0)
+                value_len, p = _read_varint(data, p)
+                value = data[p:p + value_len] if value_len >= 0 else None
+                p = end
+                (n,) = struct.unpack_from(">h", key, 2)
+                tid = key[4:4 + n].decode()
+                out[tid] = None if value is None else _txn_value(value)
+    return out
+
+
+def _txn_value(v: bytes) -> _TxnState:
+    (version,) = struct.unpack_from(">h", v, 0)
+    pid, epoch, timeout, status = struct.unpack_from(">qhib", v, 2)
+    q = 17
+    parts: set[tuple[str, int]] = set()
+    if version == 0:
+        (count,) = struct.unpack_from(">i", v, q)
+        q += 4
+        for _ in range(max(count, 0)):
+            (tl,) = struct.unpack_from(">h", v, q)
+            topic = v[q + 2:q + 2 + tl].decode()
+            q += 2 + tl
+            (np_,) = struct.unpack_from(">i", v, q)
+            q += 4
+            for _ in range(np_):
+                parts.add((topic, struct.unpack_from(">i", v, q)[0]))
+                q += 4
+    else:
+        count, q = _read_uvarint(v, q)
+        for _ in range(max(count - 1, 0)):
+            tl, q = _read_uvarint(v, q)
+            topic = v[q:q + tl - 1].decode()
+            q += tl - 1
+            np_, q = _read_uvarint(v, q)
+            for _ in range(np_ - 1):
+                parts.add((topic, struct.unpack_from(">i", v, q)[0]))
+                q += 4
+            tags, q = _read_uvarint(v, q)
+            for _ in range(tags):
+                _, q = _read_uvarint(v, q)
+                size, q = _read_uvarint(v, q)
+                q += size
+    _last_update, start = struct.unpack_from(">qq", v, q)
+    return _TxnState(pid, epoch, parts, _TXN_STATUS[status], timeout, start)
+
+
+def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
 
 
 def producer_states(segs: list[_Segment]) -> dict[int, dict[str, int]]:

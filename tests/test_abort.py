@@ -204,8 +204,7 @@ def test_refuses_an_unverified_finding(tmp_path, version):
     with Cluster(tmp_path, version) as c:
         # no coordinator view: the coordinator forgot the id (nothing for ListTransactions) and
         # __transaction_state is not readable (Fetch: TOPIC_AUTHORIZATION_FAILED without Read)
-        with c.broker._lock:
-            c.broker._txns.clear()
+        c.broker.forget_transactions()
         c.broker.deny("Read", "Topic", "__transaction_state")
         text = _refused(c, "unverified")
     assert "exceeds-max-timeout" in text

@@ -67,8 +67,12 @@ def _finding_evidence(root: Path, f: dict) -> tuple[OpenTxn, EpochEvidence]:
     last = None
     if markers:
         b, d = markers[-1]
+        # the data the marker closed: P's data batches after its previous marker (bumped or not)
+        before = markers[-2][0].base_offset if len(markers) > 1 else -1
+        closed = [x.producer_epoch for x, _ in mine if not x.is_control and before < x.base_offset < b.base_offset]
         last = Marker(b.base_offset, b.producer_epoch, _control_coordinator_epoch(d, b),
-                      "COMMIT" if b.control_type == 1 else "ABORT", b.max_timestamp)
+                      "COMMIT" if b.control_type == 1 else "ABORT", b.max_timestamp,
+                      closed_epoch=max(closed) if closed else None)
     txn = OpenTxn(topic, part, pid, first, data[-1].last_offset, data[0].base_timestamp, data[-1].max_timestamp,
                   max(b.producer_epoch for b, _ in mine), data[0].producer_epoch, prev_marker=last)
     return txn, EpochEvidence(last_marker=last)
@@ -284,8 +288,10 @@ def test_fake_lists_transactions_and_answers_describe_producers_only_from_the_le
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=5000)
         try:
             listed = admin.list_transactions()
+            # TransactionStateManager.listTransactionStates lists every id the coordinator holds,
+            # including what it loaded from the staged __transaction_state (the scenario's heartbeat)
             assert sorted((t.transactional_id, t.state.value) for ts in listed.values() for t in ts) == [
-                ("busy", "Ongoing"), ("late-writer", "CompleteCommit")]
+                ("busy", "Ongoing"), ("late-writer", "CompleteCommit"), ("txnwatch-heartbeat", "CompleteCommit")]
             assert [t.transactional_id for ts in admin.list_transactions(state_filters=["Ongoing"]).values()
                     for t in ts] == ["busy"]
             leader = broker.leader("orders", 0)
@@ -425,7 +431,7 @@ def test_live_enrichment_uses_describe_producers_where_the_broker_has_it(tmp_pat
     else:
         assert a["coordinator_epoch_source"] == "describe-producers"
         assert a["evidence"]["describe_producers"]["current_txn_start_offset"] == f["first_offset"]
-        # __transaction_state says late-writer's last transaction committed: the coordinator does
-        # not own orders-0 (the fake's coordinator never saw the id: TRANSACTIONAL_ID_NOT_FOUND)
+        # the coordinator loaded late-writer's CompleteCommit from __transaction_state
+        # (TransactionStateManager.loadTransactionsForTxnTopicPartition): it does not own orders-0
         assert a["confirmed_by"] == ([DESCRIBE_PRODUCERS] if version == (2, 8)
                                      else [DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS])

@@ -41,13 +41,15 @@ def render_dir(root, out_dir, generation):
 def comparable(findings):
     """Findings without what depends on the input's form: where they were read, and the
     coordinator record's TransactionStartTimestampMs, which dump text before 4.1 does not print
-    (the evidence then says -1: unknown)."""
+    (the evidence then says -1: unknown, or the bound the records give: ``start_exact`` false and
+    ``prev_final_ts``, detection.md §3.1), nor the v1 tagged ClientTransactionVersion (None)."""
     out = []
     for f in findings:
         f = {k: v for k, v in f.items() if k not in ("input", "verify_hint")}
         rec = (f.get("evidence") or {}).get("coordinator_record")
         if rec is not None:
-            f["evidence"] = dict(f["evidence"], coordinator_record={k: v for k, v in rec.items() if k != "start_ts"})
+            f["evidence"] = dict(f["evidence"], coordinator_record={k: v for k, v in rec.items() if k not in (
+                "start_ts", "start_exact", "prev_final_ts", "client_txn_version")})
         out.append(f)
     return sorted(out, key=lambda f: f["key"])
 

@@ -197,3 +197,74 @@ def test_live_proof_a_read_short_of_the_high_watermark_and_a_crc_gap_in_a_coordi
     out = e.process([], txn_progress(NOW + 2000, [0, 1, 2]), gaps=[crc])
     assert brief(out) == [("hanging", "exceeds-max-timeout", False, None, "unknown", [1], False)]
     assert set(e.judge_row(rows[0], NOW + 2000).verdict.unverified_reasons) == {"crc-gap", "coordinator-view-incomplete"}
+
+
+class DescribingBroker(FakeBroker):
+    """DescribeTransactions answers as streaming.broker_confirm returns them (3.0+)."""
+
+    def __init__(self, answer):
+        super().__init__(dp=None)  # DescribeProducers unsupported: only DescribeTransactions answers
+        self.answer = answer
+
+    def describe_transaction(self, transactional_id):
+        self.calls.append(("describe_transaction", transactional_id))
+        return self.answer
+
+
+def marker(first, ts=T0, epoch=0, pid=7, ce=1):
+    return dict(kind="marker", topic="t", partition=0, producer_id=pid, producer_epoch=epoch, first_offset=first,
+                last_offset=first, first_ts=ts, last_ts=ts, batch_count=1, record_count=1, bytes=78, marker="COMMIT",
+                coordinator_epoch=ce, event_time_ms=ts, source="kafka")
+
+
+def test_describe_transactions_decides_a_prepare_record_on_the_live_path():
+    # detection.md §3.1 revision 3: the log's PrepareCommit lists t-0, and a COMMIT marker of the same
+    # epoch sits before O. By the log alone O stays late (markers-pending): only clocks would say the
+    # marker was C's. The coordinator's own answer decides (FindHangingTransactionsCommand
+    # .filterHangingTransactions: tp absent from the description's partitions -> hanging).
+    events = [data(8, epoch=2), marker(9, epoch=2), data(10, epoch=2),
+              coord("PrepareCommit", ["t-0"], txn_partition=2, epoch=2)]
+    rows = state_rows(events, NOW)
+    assert [(r["status"], r["cause"]) for r in rows] == [("late", "markers-pending")]
+    done = {"transactional_id": "app", "state": "CompleteCommit", "producer_id": 7, "producer_epoch": 2,
+            "timeout_ms": 60_000, "start_ms": -1, "partitions": []}
+    e = Enricher(AlertConfig(), broker=DescribingBroker(done))
+    out = e.process(rows, txn_progress(NOW, [0, 1, 2]))
+    # the marker at 9 closed data of its own epoch 2 (not bumped): the late-produce pattern
+    assert [(a["status"], a["cause"], a["verified"], a["unverified_reasons"]) for a in out] == [
+        ("hanging", "write-after-marker", True, [])]
+    assert ("describe_transaction", "app") in e.broker.calls
+    # the coordinator still lists t-0 as pending: late, whatever the log's timestamps
+    pending = dict(done, state="PrepareCommit", partitions=["t-0"])
+    e = Enricher(AlertConfig(), broker=DescribingBroker(pending))
+    out = e.process(rows, txn_progress(NOW, [0, 1, 2]))
+    assert [(a["status"], a["cause"], a["verified"]) for a in out] == [("late", "markers-pending", True)]
+    # no answer (API missing or not authorized): the log decides, late
+    e = Enricher(AlertConfig(), broker=DescribingBroker(None))
+    out = e.process(rows, txn_progress(NOW, [0, 1, 2]))
+    assert [(a["status"], a["cause"]) for a in out] == [("late", "markers-pending")]
+
+
+class Tv2Broker(FakeBroker):
+    """A 4.0+ cluster whose finalized transaction.version is 2 (ApiVersions v3+ finalized features)."""
+
+    def __init__(self):
+        super().__init__(dp=None)
+
+    def transaction_version(self):
+        return 2
+
+
+def test_finalized_transaction_version_2_says_the_marker_was_bumped():
+    # detection.md §3.1 revision 3.1: "or the cluster's finalized transaction.version says version
+    # 2": under TV2 (TransactionMetadata.prepareComplete bumps the epoch at every end) a batch of the
+    # marker's epoch after it is the producer's next transaction, not a late write of the closed one.
+    events = [data(8, epoch=3), marker(9, epoch=3), data(10, epoch=3),
+              coord("CompleteCommit", [], txn_partition=2, epoch=3)]
+    rows = state_rows(events, NOW)
+    # by the log alone the marker closed data of its own epoch: the late-produce pattern (KAFKA-9144)
+    out = Enricher(AlertConfig(), broker=FakeBroker()).process(rows, txn_progress(NOW, [0, 1, 2]))
+    assert [(a["status"], a["cause"]) for a in out] == [("hanging", "write-after-marker")]
+    out = Enricher(AlertConfig(), broker=Tv2Broker()).process(rows, txn_progress(NOW, [0, 1, 2]))
+    assert [(a["status"], a["cause"], a["verified"]) for a in out] == [
+        ("hanging", "coordinator-finished-without-partition", True)]

@@ -144,12 +144,13 @@ def test_coordinator_records_keep_runs_ends_routing_and_tombstones():
 
 
 def test_coordinator_records_keep_the_move_to_ongoing_when_the_start_is_not_recorded():
-    # text dumps before 4.1 print no TransactionStartTimestampMs: the state infers it from the
-    # record that moved the id to Ongoing
+    # text dumps before 4.1 print no TransactionStartTimestampMs: the state bounds it by the record
+    # that moved the id to Ongoing and the Complete*/Empty record before it (detection.md §3.1:
+    # TransactionMetadata sets txnStartTimestamp on the move to Ongoing, after the previous end)
     recs = [_rec(0, "a", 1, "Empty", start=None), _rec(1, "a", 1, "Ongoing", start=None),
             _rec(2, "a", 1, "Ongoing", start=None), _rec(3, "a", 1, "PrepareCommit", start=None),
             _rec(4, "a", 1, "CompleteCommit", start=None), _rec(5, "a", 1, "Ongoing", start=None),
             _rec(6, "a", 1, "Ongoing", start=None)]
-    assert [r["offset"] for r in reduce_coordinator_records(recs)] == [0, 1, 5, 6]
+    assert [r["offset"] for r in reduce_coordinator_records(recs)] == [0, 1, 4, 5, 6]
     with_start = [dict(r, txn_start_ts=50) for r in recs]
     assert [r["offset"] for r in reduce_coordinator_records(with_start)] == [0, 6]

@@ -39,9 +39,13 @@ def test_finds_the_producers_last_marker_reading_backwards(cluster):
     _b, wire = cluster
     lb = KafkaLookback(wire, max_bytes=1 << 20, fetch_bytes=4096, first_window=8)
     res = lb.last_marker_before("t", 0, 7, 53)
-    assert res.marker == Marker(offset=1, producer_epoch=2, coordinator_epoch=4, kind="COMMIT", timestamp=T0 + 5)
+    # closed_epoch: the COMMIT at 1 closed P's data of epoch 2 at offset 0 (same epoch: not bumped,
+    # detection.md §3.1 revision 3.1)
+    assert res.marker == Marker(offset=1, producer_epoch=2, coordinator_epoch=4, kind="COMMIT", timestamp=T0 + 5,
+                                closed_epoch=2)
     assert res.reason is None and res.bytes_read > FILLER * 2000
-    # an empty control batch is found too, but teaches neither kind nor coordinator epoch
+    # an empty control batch is found too, but teaches neither kind nor coordinator epoch (and no data of
+    # producer 8 was read before it: what it closed is unknown)
     res = lb.last_marker_before("t", 0, 8, 53)
     assert res.marker == Marker(offset=2, producer_epoch=1, coordinator_epoch=None, kind=None, timestamp=T0 + 6)
 

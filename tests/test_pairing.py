@@ -51,10 +51,12 @@ def _columns(part_dir: Path) -> dict[str, np.ndarray]:
 
 
 def _reference(cols: dict[str, np.ndarray]) -> dict[int, tuple[int, int, int]]:
-    """producer id -> (open first offset or -1, last marker offset, its coordinator epoch)."""
+    """producer id -> (open first offset or -1, last marker offset, its coordinator epoch, the data
+    epoch that marker closed or -1: detection.md §3.1 revision 3.1, bumped markers)."""
     st = PartitionState()
     st.apply(cols)
-    return {pid: (e.txn_first_offset, e.last_marker_offset, e.coordinator_epoch) for pid, e in st.producers.items()}
+    return {pid: (e.txn_first_offset, e.last_marker_offset, e.coordinator_epoch, e.last_marker_closed_epoch)
+            for pid, e in st.producers.items()}
 
 
 def _state_machine(cols: dict[str, np.ndarray], topic: str, partition: int) -> dict[int, tuple[int, int, int]]:
@@ -75,6 +77,7 @@ def _state_machine(cols: dict[str, np.ndarray], topic: str, partition: int) -> d
             p["open"]["first_offset"] if p["open"] else -1,
             lm.get("offset", -1),
             p["max_marker_ce"],
+            lm["closed_epoch"] if lm.get("closed_epoch") is not None else -1,
         )
     return out
 
@@ -114,7 +117,7 @@ def test_every_pairing_agrees_with_the_rule(written: dict[str, Scenario], name: 
         assert _open(sim, lambda e: e.txn_first_offset) == ref_open, where
         live = sc.cluster.producer_state(topic, partition)
         assert _open(live, lambda e: e.txn_first_offset) == ref_open, where
-        for pid, (_first, marker_offset, ce) in ref.items():
+        for pid, (_first, marker_offset, ce, _closed) in ref.items():
             if marker_offset >= 0 and ce >= 0:
                 assert sim[pid].coordinator_epoch == ce, (where, pid)
         # the test broker's independent implementation
@@ -144,8 +147,9 @@ def test_empty_control_batch_closes_and_teaches_no_coordinator_epoch() -> None:
     )
     cols = _batch_table(raw)
     assert list(cols["control_type"]) == [-1, CONTROL_COMMIT, -1, CONTROL_EMPTY]
-    assert _reference(cols) == {pid: (-1, 3, 5)}
-    assert _state_machine(cols, "t", 0) == {pid: (-1, 3, 5)}
+    # the empty batch closed the data of epoch 2 at offset 2
+    assert _reference(cols) == {pid: (-1, 3, 5, 2)}
+    assert _state_machine(cols, "t", 0) == {pid: (-1, 3, 5, 2)}
 
 
 def test_rule_table() -> None:
@@ -161,3 +165,25 @@ def test_rule_table() -> None:
     assert marker_coordinator_epoch(CONTROL_EMPTY, 4) is None
     assert marker_coordinator_epoch("ABORT", -1) is None
     assert marker_coordinator_epoch("UNREADABLE", 3) is None
+
+
+def test_last_marker_remembers_the_data_epoch_it_closed() -> None:
+    """detection.md §3.1 revision 3.1: under TV2 (KIP-890, TransactionMetadata.prepareComplete)
+    the marker's epoch is one above the data it closed (data 0, COMMIT 1; data 1, ABORT 2): the
+    replay and the state machine both keep, for the last marker, the data epoch it closed."""
+    pid = 9
+    raw = (
+        encode_batch(0, [encode_record(0, b"a")], producer_id=pid, producer_epoch=0, base_sequence=0,
+                     is_transactional=True)
+        + encode_marker(1, pid, 1, COMMIT, 4, 1_000, 0)
+        + encode_batch(2, [encode_record(0, b"b")], producer_id=pid, producer_epoch=1, base_sequence=0,
+                       is_transactional=True)
+        + encode_marker(3, pid, 2, COMMIT, 4, 2_000, 0)
+    )
+    cols = _batch_table(raw)
+    assert _reference(cols) == {pid: (-1, 3, 4, 1)}
+    assert _state_machine(cols, "t", 0) == {pid: (-1, 3, 4, 1)}
+    # a marker with nothing open before it closed nothing it can vouch for: -1
+    lone = encode_marker(0, pid, 1, COMMIT, 4, 1_000, 0)
+    assert _reference(_batch_table(lone)) == {pid: (-1, 0, 4, -1)}
+    assert _state_machine(_batch_table(lone), "t", 0) == {pid: (-1, 0, 4, -1)}

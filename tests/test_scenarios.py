@@ -44,7 +44,7 @@ FINDING_KEYS = {
 }
 OPTIONAL_KEYS = {"data_deleted", "missing_txn_partitions", "from_files"}
 CAUSES = {
-    "late": {"markers-pending", "coordinator-stuck", "long-transaction"},
+    "late": {"markers-pending", "coordinator-stuck", "long-transaction", "prepared-2pc"},
     "hanging": {"coordinator-unaware", "coordinator-finished-without-partition", "write-after-marker",
                 "exceeds-max-timeout"},
 }
@@ -197,7 +197,11 @@ def test_expected_findings(written: dict[str, Scenario], name: str) -> None:
     open_ = open_transactions(sc.root)
     old = set()
     for (topic, partition, pid), o in open_.items():
-        threshold = max(DEFAULT_MAX_TIMEOUT_MS, timeouts.get(pid, 0)) + DEFAULT_PADDING_MS
+        timeout = timeouts.get(pid, 0)
+        # detection.md §3: a two-phase-commit transaction (KIP-939, timeout Integer.MAX_VALUE) is
+        # measured against max_timeout_ms + padding_ms, as the broker's late-transaction metric does
+        timeout = 0 if timeout == 2_147_483_647 else timeout
+        threshold = max(DEFAULT_MAX_TIMEOUT_MS, timeout) + DEFAULT_PADDING_MS
         if sc.as_of_ms - o["first_ts"] > threshold:
             old.add((topic, partition, pid, o["first_offset"]))
     exp = {(e["topic"], e["partition"], e["producer_id"], e["first_offset"]) for e in sc.expected}

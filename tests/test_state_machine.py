@@ -190,8 +190,9 @@ def test_empty_marker_teaches_no_epoch():
            data(4, epoch=1)]
     out, doc, _ = step(evs, None, T0 + TH + 1, cfg=NOCOORD)
     p = ProducerState.from_json(7, doc).parts["t\t0"]
+    # closed_epoch: the data epoch of the transaction it closed (offset 2, epoch 1; revision 3.1)
     assert p["last_marker"] == {"offset": 3, "producer_epoch": 9, "coordinator_epoch": None, "kind": None,
-                                "timestamp": T0}
+                                "timestamp": T0, "closed_epoch": 1}
     assert p["max_epoch"] == 1
     # rule 2 needs the last marker's epoch; rule 5 takes P's highest known marker epoch (4)
     assert _finding(out) == [("hanging", "exceeds-max-timeout", False, 4, 1, 4, "producer-last-marker")]
@@ -209,18 +210,25 @@ def test_write_after_marker_needs_the_markers_epoch():
     assert _finding(out) == [("hanging", "coordinator-finished-without-partition", True, 2, 7, 5, "last-marker")]
 
 
-def test_prepare_whose_marker_landed_is_hanging_and_late_carries_its_epoch():
-    # PrepareCommit written at T0+100; its COMMIT marker for t-0 landed at T0+200 (epoch 3), then
-    # P wrote again at 6: the coordinator dropped t-0 from its pending set, nothing will close O.
+def test_prepare_naming_tp_stays_markers_pending_whatever_the_marker_timestamps():
+    # detection.md §3.1 revision 3 (the "marker landed" timestamp rule is withdrawn): PrepareCommit
+    # written at T0+100 by the coordinator's clock, a COMMIT marker of epoch 3 on t-0 at T0+200 by
+    # the leader's clock, then P wrote again at 6. Under TV0/1 the previous transaction's marker
+    # looks the same (TransactionMarkerChannelManager.addTxnMarkersToSend: same producer id, epoch,
+    # result) and only two brokers' clocks would order them: O stays late. If the marker was C's,
+    # the coordinator writes CompleteCommit once its markers are acknowledged and O turns hanging.
     prep = coord("PrepareCommit", ["t-0"], epoch=3, updated=T0 + 100, ts=T0 + 100)
-    evs = [data(0, epoch=3), prep, marker(5, epoch=3, ce=2, ts=T0 + 200), data(6, epoch=3, ts=T0 + 300)]
+    for marker_ts in (T0 + 200, T0 + 50):
+        evs = [data(0, epoch=3), prep, marker(5, epoch=3, ce=2, ts=marker_ts), data(6, epoch=3, ts=T0 + 300)]
+        out, _, _ = step(evs, None, T0 + 300 + TH + 1)
+        # late: the epoch and its source are informational (never a command)
+        assert _finding(out) == [("late", "markers-pending", True, 6, 3, 2, "last-marker")]
+    # the coordinator completes: now nothing will close O, and the marker before it closed data of
+    # its own epoch (not bumped): the late-produce pattern
+    done = coord("CompleteCommit", [], epoch=3, updated=T0 + 400, ts=T0 + 400)
+    evs = [data(0, epoch=3), prep, marker(5, epoch=3, ce=2, ts=T0 + 200), data(6, epoch=3, ts=T0 + 300), done]
     out, _, _ = step(evs, None, T0 + 300 + TH + 1)
     assert _finding(out) == [("hanging", "write-after-marker", True, 6, 3, 2, "last-marker")]
-    # the marker before O is older than the prepare: the coordinator's markers are still pending
-    evs = [data(0, epoch=3), marker(5, epoch=3, ce=2, ts=T0 + 50), prep, data(6, epoch=3, ts=T0 + 300)]
-    out, _, _ = step(evs, None, T0 + 300 + TH + 1)
-    # late: the epoch and its source are informational (never a command)
-    assert _finding(out) == [("late", "markers-pending", True, 6, 3, 2, "last-marker")]
 
 
 def test_snapshot_rows_below_its_offset_are_preview_only():
@@ -290,7 +298,7 @@ def test_state_row_carries_its_evidence():
                      None, T0 + TH + 1)
     ev = json.loads(out[0]["evidence"])
     assert ev["txn"]["prev_marker"] == {"offset": 1, "producer_epoch": 2, "coordinator_epoch": 5, "kind": "COMMIT",
-                                        "timestamp": T0}
+                                        "timestamp": T0, "closed_epoch": 2}
     assert (ev["view"]["mapped"], ev["view"]["txn_partition"], ev["view"]["record"]["state"]) == (
         True, 1, "CompleteCommit")
     assert ev["thresholds"] == {"max_timeout_ms": 900_000, "padding_ms": 300_000}
@@ -324,3 +332,26 @@ def test_a_probe_window_after_unread_offsets_forgets_the_last_marker_it_knew():
     assert json.loads(later)["parts"]["t\t0"]["open"]["prev_marker"] is None
     _, same, _ = step([data(3, lso=3)], doc, T0)
     assert json.loads(same)["parts"]["t\t0"]["open"]["prev_marker"]["offset"] == 2
+
+
+def test_text_dump_start_bound_and_a_run_of_ongoing_records_that_is_two_transactions():
+    # Text dumps before 4.1 print no TransactionStartTimestampMs (coord(start=None)). Producer
+    # timeout 60 s; threshold 20 min; stuck needs now - start > 60 s + 5 min padding.
+    # TransactionMetadata sets txnStartTimestamp on the move to Ongoing (after the previous
+    # Complete*/Empty); TransactionCoordinator.handleAddPartitionsToTransaction writes a further
+    # Ongoing record of the same transaction only when a partition is new.
+    now = T0 + TH + 1
+    empty = coord("Empty", None, start=None, updated=T0 - 3_600_000, ts=T0 - 3_600_000)
+    ongoing1 = coord("Ongoing", ["t-0"], start=None, updated=T0 - 1_800_000, ts=T0 - 1_800_000)
+    grows = coord("Ongoing", ["t-0", "t-1"], start=None, updated=T0 - 1_700_000, ts=T0 - 1_700_000)
+    # one transaction (the set grew): started at the first Ongoing after the Empty, 30 min ago -> stuck
+    out, _, _ = step([empty, ongoing1, grows, data(0, ts=T0)], None, now)
+    assert [o["cause"] for o in out] == ["coordinator-stuck"]
+    # same set again, 4 min before now: a record of another transaction (the ones between are not
+    # in the input); its own update time bounds its start: 4 min < 6 min -> long-transaction
+    again = coord("Ongoing", ["t-0"], start=None, updated=now - 240_000, ts=now - 240_000)
+    out, _, _ = step([empty, ongoing1, again, data(0, ts=T0)], None, now)
+    assert [o["cause"] for o in out] == ["long-transaction"]
+    # no Complete*/Empty record read at all: nothing bounds the start from below -> not stuck
+    out, _, _ = step([ongoing1, grows, data(0, ts=T0)], None, now)
+    assert [o["cause"] for o in out] == ["long-transaction"]

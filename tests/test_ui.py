@@ -417,3 +417,21 @@ def test_port_in_use_is_a_config_error():
 def _settings(cfg):
     c = as_config(cfg)
     return UISettings.from_config(c.ui, c.streaming)
+
+
+def test_unverified_reasons_on_overview_and_finding_page():
+    # issue 19: every reason an open finding is not verified is shown, with what would supply it
+    s = FindingStore(mode="feed", wall=Clock())
+    s.ingest(alert("hanging", verified=False, cause="coordinator-unaware",
+                   unverified_reasons=["newest-segment-not-proven", "coordinator-copy-empty"],
+                   verify_hint="newest-segment-not-proven: give orders-0's whole log directory"))
+    s.ingest(alert("hanging", pid=8, first=30, unverified_reasons=[]))
+    overview = render.overview_page(s.snapshot())
+    assert "newest-segment-not-proven, coordinator-copy-empty" in overview
+    page = render.finding_page(s.finding("prod/orders/0/4002/9"))
+    assert 'id="unverified-reasons"' in page
+    assert "Not verified because" in page
+    assert "An empty coordinator copy cannot show it is current" in page
+    assert "the broker&#39;s offset checkpoint files" in page
+    verified_page = render.finding_page(s.finding("prod/orders/0/8/30"))
+    assert 'id="unverified-reasons"' not in verified_page

@@ -126,9 +126,29 @@ def open_findings(jsonl: Path) -> dict[str, dict]:
 
 
 def rows(driver) -> dict[str, object]:
+    """Open-finding rows by key; {} when the page re-rendered them while they were read (the
+    overview refreshes in place, so an element found a moment ago may be stale: ask again)."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    return {r.get_attribute("data-key"): r for r in driver.find_elements(By.CSS_SELECTOR, "tr.finding")}
+    try:
+        return {r.get_attribute("data-key"): r for r in driver.find_elements(By.CSS_SELECTOR, "tr.finding")}
+    except StaleElementReferenceException:
+        return {}
+
+
+def fresh(fn, timeout: float = 15):
+    """``fn()`` again until it runs without meeting an element the in-place refresh replaced."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except StaleElementReferenceException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @pytest.mark.spark
@@ -164,9 +184,12 @@ def test_page_over_a_running_job(spark, tmp_path):
                 d.execute_script("window.__noReload = 'still-here';")
                 for key, a in want.items():
                     group = "unverified" if not a["verified"] else a["status"]
-                    row = d.find_element(By.CSS_SELECTOR, f"#group-{group} tr.finding[data-key='{key}']")
-                    cell = {n: row.find_element(By.CSS_SELECTOR, f"td.c-{n}").text for n in
-                            ("status", "tp", "producer", "txnid", "verified")}
+
+                    def cells(group=group, key=key):
+                        row = d.find_element(By.CSS_SELECTOR, f"#group-{group} tr.finding[data-key='{key}']")
+                        return {n: row.find_element(By.CSS_SELECTOR, f"td.c-{n}").text for n in
+                                ("status", "tp", "producer", "txnid", "verified")}
+                    cell = fresh(cells)
                     assert cell["status"].split() == [a["status"], a["cause"]], cell
                     assert cell["tp"].splitlines()[0] == f"{a['topic']}-{a['partition']}"
                     assert f"offset {a['first_offset']}" in cell["tp"]
@@ -178,7 +201,8 @@ def test_page_over_a_running_job(spark, tmp_path):
 
                 # finding page: evidence, data-loss preview, epoch source, both commands copied exactly
                 hanging = next(a for a in want.values() if a["cause"] == "write-after-marker")
-                rows(d)[hanging["key"]].find_element(By.CSS_SELECTOR, "a.button").click()
+                fresh(lambda: d.find_element(By.CSS_SELECTOR,
+                                             f"tr.finding[data-key='{hanging['key']}'] a.button").click())
                 wait_for(lambda: d.find_elements(By.ID, "evidence"), 15, "the finding page")
                 text = {i: d.find_element(By.ID, i).text for i in
                         ("ev-first_offset", "ev-last_offset", "ev-lso", "ev-high_watermark", "loss-records",

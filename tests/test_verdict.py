@@ -17,16 +17,17 @@ from streaming.verdict import (
     EPOCH_SOURCES,
     CoordinatorRecord,
     CoordinatorView,
+    DescribedTransaction,
     DescribeProducersAnswer,
     EpochEvidence,
     Marker,
     OpenTxn,
+    PartitionProof,
     SnapshotSeed,
     Thresholds,
     coordinator_epoch_for,
     evidence_from_dict,
     judge,
-    marker_landed,
     threshold_for,
     to_dict,
     txn_from_dict,
@@ -198,12 +199,14 @@ def test_ongoing_without_this_partition_is_hanging():
 
 
 def test_write_after_marker_needs_same_epoch_as_first_batch():
+    # KAFKA-9144 late produce under TV0/1: the marker closed data of its own epoch 3 (not bumped),
+    # then a batch of epoch 3 reopened tp (ProducerAppendInfo.checkProducerEpoch accepts equal epochs).
     done = mapped(rec(state="CompleteCommit", partitions=()))
-    same = Marker(90, 3, 5, "COMMIT", T0 - 1_000)
+    same = Marker(90, 3, 5, "COMMIT", T0 - 1_000, closed_epoch=3)
     v = run(view=done, t=txn(first_epoch=3, prev_marker=same))
     assert (v.status, v.cause) == ("hanging", "write-after-marker")
     # TV2 / fencing: the marker carried epoch 4, the data 3 -> not the late-produce pattern
-    higher = Marker(90, 4, 5, "COMMIT", T0 - 1_000)
+    higher = Marker(90, 4, 5, "COMMIT", T0 - 1_000, closed_epoch=3)
     v = run(view=done, t=txn(first_epoch=3, epoch=4, prev_marker=higher))
     assert (v.status, v.cause) == ("hanging", "coordinator-finished-without-partition")
     # previous event unknown (O seeded from a snapshot / read gap)
@@ -211,47 +214,67 @@ def test_write_after_marker_needs_same_epoch_as_first_batch():
     assert v.cause == "coordinator-finished-without-partition"
 
 
-# --- §3 refinement: Prepare* whose marker already landed on tp ------------------------------------
+# --- revision 3.1: write-after-marker only after a marker that was not bumped ------------------------
+
+def test_bumped_marker_then_batch_of_its_epoch_is_next_transaction_not_late_write():
+    # TV2 (KIP-890): TransactionMetadata.prepareComplete bumps the epoch, so the marker that closed
+    # data of epoch 3 carries 4, and the producer's next transaction writes epoch 4: a batch of the
+    # marker's epoch after it is that next transaction, not a late write of the closed one.
+    done = mapped(rec(state="CompleteCommit", partitions=(), epoch=4))
+    bumped = Marker(90, 4, 5, "COMMIT", T0 - 1_000, closed_epoch=3)
+    v = run(view=done, t=txn(first_epoch=4, epoch=4, prev_marker=bumped))
+    assert (v.status, v.cause, v.verified) == ("hanging", "coordinator-finished-without-partition", True)
+    # The same under TV0/1 after a coordinator-initiated abort (prepareFenceProducerEpoch bumps 3 -> 4).
+    aborted = Marker(90, 4, 5, "ABORT", T0 - 1_000, closed_epoch=3)
+    v = run(view=done, t=txn(first_epoch=4, epoch=4, prev_marker=aborted))
+    assert v.cause == "coordinator-finished-without-partition"
+
+
+def test_tv2_record_or_cluster_version_says_every_marker_is_bumped():
+    # The closed data was not read (closed_epoch None), or it was and looks unbumped: the coordinator
+    # record's ClientTransactionVersion 2 (or finalized transaction.version 2) says the marker was bumped.
+    same = Marker(90, 4, 5, "COMMIT", T0 - 1_000, closed_epoch=4)
+    tv2 = mapped(dataclasses.replace(rec(state="CompleteCommit", partitions=(), epoch=5), client_txn_version=2))
+    v = run(view=tv2, t=txn(first_epoch=4, epoch=4, prev_marker=same))
+    assert v.cause == "coordinator-finished-without-partition"
+    cluster_tv2 = dataclasses.replace(mapped(rec(state="CompleteCommit", partitions=())), txn_version=2)
+    v = run(view=cluster_tv2, t=txn(first_epoch=4, epoch=4, prev_marker=same))
+    assert v.cause == "coordinator-finished-without-partition"
+    # TV0/1 record, marker not bumped: the late-produce pattern
+    v = run(view=mapped(dataclasses.replace(rec(state="CompleteCommit", partitions=(), epoch=4),
+                                            client_txn_version=0)),
+            t=txn(first_epoch=4, epoch=4, prev_marker=same))
+    assert v.cause == "write-after-marker"
+
+
+def test_marker_whose_closed_data_was_not_read_never_refines_to_write_after_marker():
+    # A marker read with nothing of P open before it (the read began at it): whether it was bumped
+    # is unknown, so the general cause stands.
+    unknown = Marker(90, 3, 5, "COMMIT", T0 - 1_000, closed_epoch=None)
+    v = run(view=mapped(rec(state="CompleteCommit", partitions=())), t=txn(first_epoch=3, prev_marker=unknown))
+    assert (v.status, v.cause) == ("hanging", "coordinator-finished-without-partition")
+
+
+# --- revision 3: the "Prepare* marker landed" timestamp rule is withdrawn -----------------------------
 
 PREP_TS = T0 + 5_000  # TransactionLastUpdateTimestampMs of the PrepareCommit record
 
 
 @pytest.mark.parametrize("state,kind", [("PrepareCommit", "COMMIT"), ("PrepareAbort", "ABORT")])
-def test_prepare_with_its_marker_already_on_tp_is_write_after_marker(state, kind):
-    landed = Marker(offset=95, producer_epoch=3, coordinator_epoch=6, kind=kind, timestamp=PREP_TS + 20)
+@pytest.mark.parametrize("skew_ms", [-41, 0, 20, 3_600_000])
+def test_prepare_naming_tp_stays_markers_pending_whatever_the_marker_timestamps(state, kind, skew_ms):
+    # detection.md §3.1 revision 3: under TV0/1 the previous transaction's marker has the same
+    # producer id, epoch and result as C's (TransactionMarkerChannelManager.addTxnMarkersToSend
+    # uses txnMetadata.producerEpoch); only two brokers' clocks told them apart, so a Prepare* record
+    # naming tp keeps O late: the coordinator's marker will close whatever is open
+    # (ProducerAppendInfo.appendEndTxnMarker).
+    landed = Marker(offset=95, producer_epoch=3, coordinator_epoch=6, kind=kind, timestamp=PREP_TS + skew_ms,
+                    closed_epoch=3)
     t = txn(first_offset=100, first_epoch=3, prev_marker=landed)
     v = run(view=mapped(rec(state=state, last_update_ts=PREP_TS)), t=t, ev=EpochEvidence(last_marker=landed))
-    assert (v.status, v.cause, v.verified) == ("hanging", "write-after-marker", True)
+    assert (v.status, v.cause, v.verified) == ("late", "markers-pending", True)
+    # late findings carry the epoch, informational (§4)
     assert (v.coordinator_epoch, v.coordinator_epoch_source) == (6, "last-marker")
-
-
-def test_prepare_marker_landed_with_unknown_previous_event_is_finished_without_partition():
-    landed = Marker(95, 3, 6, "COMMIT", PREP_TS + 20)
-    v = run(view=mapped(rec(state="PrepareCommit", last_update_ts=PREP_TS)),
-            t=txn(prev_marker=None), ev=EpochEvidence(last_marker=landed))
-    assert (v.status, v.cause) == ("hanging", "coordinator-finished-without-partition")
-
-
-@pytest.mark.parametrize("marker,why", [
-    (Marker(95, 3, 6, "COMMIT", PREP_TS - 20), "before the prepare time: the previous transaction's marker"),
-    (Marker(95, 3, 6, "COMMIT", PREP_TS), "same millisecond: not strictly after"),
-    (Marker(95, 2, 6, "COMMIT", PREP_TS + 20), "another producer epoch"),
-    (Marker(95, 3, 6, "ABORT", PREP_TS + 20), "the other result"),
-    (Marker(95, 3, None, None, PREP_TS + 20), "an empty control batch: result unknown"),
-])
-def test_prepare_marker_not_identified_stays_markers_pending(marker, why):
-    v = run(view=mapped(rec(state="PrepareCommit", last_update_ts=PREP_TS)),
-            t=txn(prev_marker=marker), ev=EpochEvidence(last_marker=marker))
-    assert (v.status, v.cause) == ("late", "markers-pending"), why
-
-
-def test_marker_landed_predicate():
-    r = rec(state="PrepareAbort", epoch=4, last_update_ts=PREP_TS)
-    assert marker_landed(r, Marker(95, 4, 6, "ABORT", PREP_TS + 1), first_offset=100) is True
-    assert marker_landed(r, Marker(100, 4, 6, "ABORT", PREP_TS + 1), first_offset=100) is False  # not before O
-    assert marker_landed(r, None, first_offset=100) is False
-    assert marker_landed(rec(state="Ongoing"), Marker(95, 3, 6, "COMMIT", PREP_TS + 1), 100) is False
-    assert marker_landed(dataclasses.replace(r, last_update_ts=-1), Marker(95, 4, 6, "ABORT", PREP_TS + 1), 100) is False
 
 
 # --- §4 coordinator epoch sources, first rule that applies ----------------------------------------
@@ -441,6 +464,8 @@ def test_properties_over_evidence_combinations():
                     assert v.blocked and v.coordinator_epoch is None
                 if v.coordinator_epoch_source == "unknown":
                     assert v.coordinator_epoch is None and v.epoch_hint
+                # §0: verified iff no reason names a missing proof
+                assert v.verified == (not v.unverified_reasons), (view, v)
                 # global facts added by the enrichment never turn late into hanging or back, as long
                 # as P's own coordinator partition stays read
                 if view.read_partitions is not None and (view.txn_partition is None or 12 in view.read_partitions):
@@ -461,3 +486,241 @@ def test_commands_are_shell_safe():
     assert argv[argv.index("--topic") + 1] == "we'ird $(rm -rf) topic"
     assert shlex.split(legacy)[-6:] == ["--producer-id", "1", "--producer-epoch", "2", "--coordinator-epoch", "0"]
     assert shell_quote("a") == "'a'"
+
+
+# --- §3 / §3.1 two-phase commit (KIP-939, revision 3.1) ----------------------------------------------
+
+MAX_INT = 2_147_483_647  # Integer.MAX_VALUE: TransactionMetadata.isDistributedTwoPhaseCommitTxn
+
+
+def test_two_phase_commit_threshold_is_max_timeout_plus_padding_not_its_timeout():
+    # detection.md §3: threshold = max_timeout_ms + padding_ms for a 2PC transaction (what the
+    # broker's PartitionsWithLateTransactionsCount counts), not Integer.MAX_VALUE + padding.
+    assert threshold_for(TH, rec(timeout_ms=MAX_INT)) == 1_200_000
+    assert run(now=T0 + 1_200_000, view=mapped(rec(timeout_ms=MAX_INT))).status == "open"
+
+
+@pytest.mark.parametrize("age_ms", [1_200_001, 30 * 24 * 3600 * 1000])
+def test_two_phase_commit_owning_tp_is_late_prepared_2pc_at_any_age(age_ms):
+    # TransactionStateManager.timedOutTransactions skips isDistributedTwoPhaseCommitTxn: the
+    # coordinator never aborts it; the external manager decides. Never hanging (§5), no command.
+    two_pc = rec(state="Ongoing", timeout_ms=MAX_INT, start_ts=T0)
+    v = run(now=T0 + age_ms, view=mapped(two_pc))
+    assert (v.status, v.cause, v.verified, v.threshold_ms) == ("late", "prepared-2pc", True, 1_200_000)
+
+
+def test_two_phase_commit_prepare_is_markers_pending_and_finished_is_hanging():
+    # PrepareCommit: the external manager decided, Kafka writes the markers (markers-pending, late).
+    v = run(view=mapped(rec(state="PrepareCommit", timeout_ms=MAX_INT)))
+    assert (v.status, v.cause) == ("late", "markers-pending")
+    # The 2PC transaction completed without tp: O is not that transaction; nothing closes it.
+    v = run(view=mapped(rec(state="CompleteCommit", partitions=(), timeout_ms=MAX_INT)))
+    assert (v.status, v.cause, v.threshold_ms) == ("hanging", "coordinator-finished-without-partition", 1_200_000)
+
+
+# --- §3.1 coordinator-stuck when the dump does not print the start (3.0-4.0 text) ------------------
+
+def test_coordinator_stuck_without_written_start_needs_the_previous_complete_record():
+    # Text dumps before 4.1 print only txnLastUpdateTimestamp. TransactionMetadata sets
+    # txnStartTimestamp on the move to Ongoing, after the id's previous CompleteCommit: that record's
+    # time bounds the start below; the first Ongoing record after it bounds it above.
+    timeout = 60_000
+    now = T0 + 3_600_000
+    # previous Complete at T0 - 1 h, first Ongoing seen at T0: started in [T0 - 1 h, T0], 1 h ago
+    # at least -> past timeout + padding (360 s): stuck (TransactionStateManager.timedOutTransactions)
+    bounded = dataclasses.replace(rec(state="Ongoing", timeout_ms=timeout, start_ts=T0), start_exact=False,
+                                  prev_final_ts=T0 - 3_600_000)
+    v = run(now=now, view=mapped(bounded))
+    assert (v.status, v.cause) == ("late", "coordinator-stuck")
+    # no previous Complete*/Empty record read: the Ongoing records may span two transactions whose
+    # end records are missing, so the start is not bounded and the long transaction is not "stuck"
+    unbounded = dataclasses.replace(bounded, prev_final_ts=-1)
+    v = run(now=now, view=mapped(unbounded))
+    assert (v.status, v.cause) == ("late", "long-transaction")
+    # the previous Complete is recent: the current transaction cannot be older than it
+    recent = dataclasses.replace(bounded, prev_final_ts=now - 100_000, start_ts=now - 90_000)
+    v = run(now=now, view=mapped(recent))
+    assert (v.status, v.cause) == ("late", "long-transaction")
+
+
+# --- §0 / §3.1 the coordinator's own word: DescribeTransactions (3.0+) ---------------------------------
+
+def _dt(state="Ongoing", partitions=("orders-0",), pid=42, timeout_ms=60_000, start_ts=T0, found=True):
+    return DescribedTransaction(found=found, state=state if found else None, producer_id=pid if found else -1,
+                                producer_epoch=3, partitions=partitions, timeout_ms=timeout_ms, start_ts=start_ts)
+
+
+def test_describe_transactions_prepare_without_tp_is_hanging_verified_by_the_broker():
+    # The log still shows PrepareCommit listing orders-0; the coordinator's current set no longer
+    # holds it: TransactionMarkerRequestCompletionHandler removed it once the marker was written.
+    # FindHangingTransactionsCommand.filterHangingTransactions: tp absent -> hanging.
+    marker = Marker(95, 3, 6, "COMMIT", T0 + 20, closed_epoch=3)
+    log_view = mapped(rec(state="PrepareCommit"))
+    v = run(view=dataclasses.replace(log_view, described=_dt("PrepareCommit", ("orders-1",))),
+            t=txn(prev_marker=marker), ev=EpochEvidence(last_marker=marker))
+    assert (v.status, v.cause, v.verified) == ("hanging", "write-after-marker", True)
+    # still pending on tp: late, whatever the log says
+    v = run(view=dataclasses.replace(mapped(rec(state="CompleteCommit", partitions=())),
+                                     described=_dt("PrepareCommit", ("orders-0",))))
+    assert (v.status, v.cause) == ("late", "markers-pending")
+
+
+@pytest.mark.parametrize("dt", [_dt("CompleteCommit", ()), _dt("Empty", ())])
+def test_describe_transactions_complete_or_empty_is_hanging(dt):
+    v = run(view=dataclasses.replace(mapped(rec(state="PrepareAbort")), described=dt))
+    assert (v.status, v.cause, v.verified) == ("hanging", "coordinator-finished-without-partition", True)
+
+
+@pytest.mark.parametrize("dt", [_dt(found=False), _dt(pid=77)])
+def test_describe_transactions_unknown_id_or_other_producer_is_coordinator_unaware(dt):
+    # TRANSACTIONAL_ID_NOT_FOUND (the tool's description == null), or the id now maps another
+    # producer id: no coordinator will write P's marker.
+    v = run(view=dataclasses.replace(mapped(rec(state="Ongoing")), described=dt))
+    assert (v.status, v.cause, v.verified) == ("hanging", "coordinator-unaware", True)
+
+
+def test_describe_transactions_ongoing_uses_the_brokers_start_and_overrides_lagging_copies():
+    stuck = dataclasses.replace(mapped(rec(state="Ongoing", start_ts=-1)), described=_dt(start_ts=T0),
+                                newest_ts=((12, T0 - 1),), partition_count=50, read_partitions=frozenset({12}))
+    v = run(view=stuck)
+    # the copy of partition 12 is behind O's first write, but the broker answered: no copy reason
+    assert (v.status, v.cause, v.verified, v.unverified_reasons) == ("late", "coordinator-stuck", True, ())
+    two_pc = dataclasses.replace(mapped(rec()), described=_dt(timeout_ms=MAX_INT))
+    assert run(view=two_pc).cause == "prepared-2pc"
+
+
+# --- §0 unverified_reasons: one test per reason ------------------------------------------------------
+
+END = PartitionProof(end_proven=True)
+
+
+def reasons(view=UNMAPPED_COMPLETE, proof=END, t=None, now=LATE, ev=EV):
+    v = judge(t or txn(), view, ev, now_ms=now, thresholds=TH, proof=proof)
+    assert v.verified == (not v.unverified_reasons)
+    return v
+
+
+def test_verified_when_every_proof_is_there():
+    v = reasons()
+    assert (v.cause, v.verified, v.unverified_reasons) == ("coordinator-unaware", True, ())
+
+
+def test_reason_newest_segment_not_proven():
+    # explicit files without the broker's offset checkpoints: tp may continue past what was read
+    v = reasons(proof=PartitionProof(end_proven=False))
+    assert (v.status, v.cause, v.verified, v.unverified_reasons) == (
+        "hanging", "coordinator-unaware", False, ("newest-segment-not-proven",))
+
+
+def test_reason_coordinator_view_incomplete():
+    v = reasons(view=UNMAPPED_PARTIAL)
+    assert (v.cause, v.unverified_reasons) == ("exceeds-max-timeout", ("coordinator-view-incomplete",))
+
+
+def test_reason_no_coordinator_input():
+    v = reasons(view=NO_SOURCE)
+    assert (v.cause, v.unverified_reasons) == ("exceeds-max-timeout", ("no-coordinator-input",))
+
+
+def test_reason_coordinator_copy_empty_and_rule_6_withheld():
+    # detection.md §0 rev 3.1: an empty copy has no newest record and cannot show it is current;
+    # coordinator-unaware over it is unverified and all-coordinators-max does not apply.
+    view = dataclasses.replace(UNMAPPED_COMPLETE, empty_partitions=frozenset({7}),
+                               newest_ts=tuple((p, LATE) for p in range(50) if p != 7))
+    v = reasons(view=view, ev=EpochEvidence())
+    assert (v.cause, v.verified, v.unverified_reasons) == ("coordinator-unaware", False, ("coordinator-copy-empty",))
+    assert (v.coordinator_epoch, v.coordinator_epoch_source) == (None, "unknown")
+    # the broker proved the copies current (ListOffsets end offsets = the copies' ends): rule 6 again
+    current = dataclasses.replace(view, copies_current=True)
+    v = reasons(view=current, ev=EpochEvidence())
+    assert (v.verified, v.coordinator_epoch, v.coordinator_epoch_source) == (True, 13, "all-coordinators-max")
+
+
+def test_reason_coordinator_copy_behind():
+    # P's own partition 12 holds CompleteCommit, but its newest record predates O's first write:
+    # a lagging replica may miss the record that added orders-0 (a clock only takes proof away)
+    view = mapped(rec(state="CompleteCommit", partitions=()), partition_count=50, read_partitions=ALL50,
+                  newest_ts=((12, T0 - 1),))
+    v = reasons(view=view)
+    assert (v.status, v.cause, v.verified, v.unverified_reasons) == (
+        "hanging", "coordinator-finished-without-partition", False, ("coordinator-copy-behind",))
+    # a newest record at or after O's first write: current as far as the input can tell
+    v = reasons(view=dataclasses.replace(view, newest_ts=((12, T0),)))
+    assert v.verified
+
+
+def test_reason_crc_gap_on_tp_or_on_the_covering_coordinator_copy():
+    v = reasons(proof=PartitionProof(end_proven=True, crc_gaps=(57,)))
+    assert (v.verified, v.unverified_reasons) == (False, ("crc-gap",))
+    # a gap in P's __transaction_state partition makes it incomplete from there: not read
+    view = mapped(rec(state="CompleteCommit", partitions=()), partition_count=50, read_partitions=ALL50 - {12},
+                  gap_partitions=frozenset({12}))
+    v = reasons(view=view)
+    assert (v.cause, v.verified, v.unverified_reasons) == (
+        "exceeds-max-timeout", False, ("crc-gap", "coordinator-view-incomplete"))
+
+
+def test_reason_clock_skew():
+    v = reasons(proof=PartitionProof(end_proven=True, clock_skew=True))
+    assert (v.verified, v.clock_skew, v.unverified_reasons) == (False, True, ("clock-skew",))
+
+
+def test_reason_start_offset_not_proven():
+    v = reasons(proof=PartitionProof(end_proven=True, start_proven=False))
+    assert (v.verified, v.unverified_reasons) == (False, ("start-offset-not-proven",))
+
+
+def test_every_reason_is_in_the_vocabulary_and_documented():
+    from streaming.vocab import UNVERIFIED_REASONS
+
+    with open("docs/alerts.md") as f:
+        doc = f.read()
+    with open("streaming/alert.schema.json") as f:
+        schema = json.load(f)
+    assert schema["properties"]["unverified_reasons"]["items"]["enum"] == list(UNVERIFIED_REASONS)
+    for r in UNVERIFIED_REASONS:
+        assert f"`{r}`" in doc, r
+
+
+# --- property: giving less input never turns an unverified finding verified -------------------------
+
+def test_fewer_coordinator_partitions_or_less_proof_never_verify_more():
+    import random
+
+    rnd = random.Random(19)
+    records = [None, rec(state="CompleteCommit", partitions=()), rec(state="Ongoing"), rec(state="PrepareCommit")]
+    for _ in range(3000):
+        r = rnd.choice(records)
+        full_read = frozenset(p for p in range(8) if rnd.random() < 0.85)
+        empty = frozenset(p for p in full_read if rnd.random() < 0.1)
+        newest = tuple((p, rnd.choice((T0 - 5, T0, LATE))) for p in full_read if p not in empty)
+        proof = PartitionProof(end_proven=rnd.random() < 0.8, crc_gaps=(5,) if rnd.random() < 0.1 else ())
+        big = CoordinatorView(current=True, mapped=r is not None or rnd.random() < 0.2, record=r,
+                              txn_partition=3 if r is not None else None, partition_count=8,
+                              read_partitions=full_read, all_coordinators_max=9, empty_partitions=empty,
+                              newest_ts=newest, copies_current=rnd.random() < 0.2)
+        if big.mapped and r is None:
+            big = dataclasses.replace(big, txn_partition=3)
+        drop = frozenset(p for p in full_read if rnd.random() < 0.3)
+        small = dataclasses.replace(big, read_partitions=full_read - drop, copies_current=False)
+        less = PartitionProof(end_proven=proof.end_proven and rnd.random() < 0.7, crc_gaps=proof.crc_gaps)
+        vb = judge(txn(), big, EV, now_ms=LATE, thresholds=TH, proof=proof)
+        vs = judge(txn(), small, EV, now_ms=LATE, thresholds=TH, proof=less)
+        if not vb.verified:
+            assert not vs.verified, (big, small)
+        if vs.coordinator_epoch_source == "all-coordinators-max":
+            assert vb.coordinator_epoch_source == "all-coordinators-max"
+
+
+def test_rule_6_needs_every_copy_current_not_only_every_partition_read():
+    # revision 3: an epoch of 9 from a view only assumed complete fenced a coordinator using 2.
+    # Nothing maps P, so every partition should cover it; partition 30's copy ends before O began.
+    behind = dataclasses.replace(UNMAPPED_COMPLETE, newest_ts=tuple((p, T0 - 1 if p == 30 else LATE)
+                                                                     for p in range(50)))
+    v = reasons(view=behind, ev=EpochEvidence())
+    assert (v.cause, v.verified, v.unverified_reasons) == ("coordinator-unaware", False, ("coordinator-copy-behind",))
+    assert (v.coordinator_epoch, v.coordinator_epoch_source) == (None, "unknown")
+    # every copy at or after O's first write: rule 6 applies (highest partitionLeaderEpoch, 13)
+    current = dataclasses.replace(UNMAPPED_COMPLETE, newest_ts=tuple((p, T0) for p in range(50)))
+    v = reasons(view=current, ev=EpochEvidence())
+    assert (v.verified, v.coordinator_epoch, v.coordinator_epoch_source) == (True, 13, "all-coordinators-max")

@@ -56,3 +56,14 @@ def test_published_alert_has_exactly_the_alert_fields():
            "coordinator_epoch": 2, "coordinator_epoch_source": "last-marker"}
     alert = finalize(row, None, AlertConfig("k:9092"))
     assert tuple(alert) == V.ALERT_FIELDS
+
+
+def test_unverified_reasons_are_the_vocabulary_and_empty_when_verified():
+    # detection.md §0: stable strings, enumerated by the schema; resolutions carry none
+    items = PROPS["unverified_reasons"]["items"]["enum"]
+    assert items == list(V.UNVERIFIED_REASONS)
+    assert len(set(items)) == len(items)
+    assert V.PREPARED_2PC in V.LATE_CAUSES and V.PREPARED_2PC not in V.HANGING_CAUSES
+    row = {"key": "c/t/0/7/3", "status": V.RESOLVED, "cause": None, "verified": True, "cluster": "c", "topic": "t",
+           "partition": 0, "producer_id": 7, "producer_epoch": 1, "first_offset": 3, "resolution": "committed"}
+    assert finalize(row, None, AlertConfig("k:9092"))["unverified_reasons"] == []

@@ -28,6 +28,10 @@ class ProducerEntry:
     txn_first_ts: int = -1
     txn_last_offset: int = -1
     last_marker_offset: int = -1
+    txn_data_epoch: int = -1  # highest producer epoch of the open transaction's data
+    # highest data epoch of the transaction the last marker closed (-1: nothing was open, or its
+    # data was not replayed); one below the marker's epoch = a bumped marker (detection.md §3.1)
+    last_marker_closed_epoch: int = -1
 
 
 @dataclass
@@ -60,6 +64,7 @@ class PartitionState:
                 txn_first_offset=e["current_txn_first_offset"],
                 txn_first_ts=e["timestamp"] if e["current_txn_first_offset"] >= 0 else -1,
                 txn_last_offset=e["last_offset"] if e["current_txn_first_offset"] >= 0 else -1,
+                txn_data_epoch=e["producer_epoch"] if e["current_txn_first_offset"] >= 0 else -1,
             )
             self.producers[pe.producer_id] = pe
         self.next_offset = snapshot_offset
@@ -101,7 +106,18 @@ class PartitionState:
         epoch = np.full(k, -1, dtype=np.int64)
         np.maximum.at(epoch, inv[counted], cols["producer_epoch"][idx][counted].astype(np.int64))
         last_typed = last(ctrl & np.isin(ctype, (CONTROL_ABORT, CONTROL_COMMIT)) & (cepoch >= 0))
+        data_epoch = cols["producer_epoch"][idx].astype(np.int64)
+        prev_ctrl = last(ctrl & (pos < last_ctrl[inv]))  # the control batch before the last one
+
+        def max_epoch(mask: np.ndarray) -> np.ndarray:
+            out = np.full(k, -1, dtype=np.int64)
+            np.maximum.at(out, inv[mask], data_epoch[mask])
+            return out
+
+        # data the last control batch closed: between it and the control batch before it
+        closed = max_epoch(~ctrl & (pos < last_ctrl[inv]) & (pos > prev_ctrl[inv]))
         after = ~ctrl & (pos > last_ctrl[inv])  # data batches after the producer's last control batch
+        after_epoch = max_epoch(after)
         first_after = np.full(k, n, dtype=np.int64)
         np.minimum.at(first_after, inv[after], pos[after])
         last_after = last(after)
@@ -116,7 +132,12 @@ class PartitionState:
                 e = producers[pid] = ProducerEntry(pid)
             lc = int(last_ctrl[u])
             if lc >= 0:
+                ce_ = int(closed[u])
+                if int(prev_ctrl[u]) < 0 and e.txn_first_offset >= 0:  # it also closed what was open before
+                    ce_ = max(ce_, e.txn_data_epoch)
+                e.last_marker_closed_epoch = ce_
                 e.txn_first_offset = -1
+                e.txn_data_epoch = -1
                 e.last_marker_offset = int(base[lc])
             lt = int(last_typed[u])
             if lt >= 0:
@@ -126,6 +147,7 @@ class PartitionState:
                 if e.txn_first_offset < 0:  # OPEN at the first, the rest JOIN
                     e.txn_first_offset = int(base[fa])
                     e.txn_first_ts = int(first_ts[fa])
+                e.txn_data_epoch = max(e.txn_data_epoch, int(after_epoch[u]))
                 e.txn_last_offset = int(last_off[int(last_after[u])])
             if epoch[u] >= 0:
                 e.producer_epoch = max(e.producer_epoch, int(epoch[u]))

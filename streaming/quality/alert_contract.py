@@ -57,7 +57,7 @@ def _condition(error: Any) -> str:
     if len(where) < 2 or where[0] != "allOf":
         return ""
     cond = _validator().schema["allOf"][where[1]]["if"]["properties"]
-    return " (when " + ", ".join(f"{k} is {json.dumps(v.get('const'))}" for k, v in cond.items()) + ")"
+    return " (when " + ", ".join(f"{k} is {json.dumps(v['const'] if 'const' in v else v.get('enum'))}" for k, v in cond.items()) + ")"
 
 
 def alert_errors(alert: dict[str, Any]) -> list[dict[str, Any]]:

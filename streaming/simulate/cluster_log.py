@@ -92,6 +92,7 @@ class _Partition:
         "log_append_time",
         "is_txn_log",
         "log_start",
+        "leader_clock_skew_ms",
     )
 
     def __init__(
@@ -117,6 +118,7 @@ class _Partition:
         self.log_append_time = log_append_time
         self.is_txn_log = topic == TXN_STATE_TOPIC
         self.log_start = 0
+        self.leader_clock_skew_ms = 0  # the leader broker's clock minus the cluster's
 
     @property
     def name(self) -> str:
@@ -245,10 +247,14 @@ class ClusterLog:
         leader_epoch: int = 0,
         compacted: bool = False,
         log_append_time: bool = False,
+        leader_clock_skew_ms: int = 0,
     ) -> None:
         """Declare a topic: ``compacted`` (``cleanup.policy=compact``, needed by :meth:`compact`),
         ``log_append_time`` (``message.timestamp.type=LogAppendTime``: the leader stamps
-        maxTimestamp and sets attribute bit 3), initial data-partition ``leader_epoch``."""
+        maxTimestamp and sets attribute bit 3), initial data-partition ``leader_epoch``,
+        ``leader_clock_skew_ms``: how far its leaders' clocks run ahead of the cluster clock (brokers
+        do not share a clock); the leader stamps the markers it writes with its own clock
+        (``MemoryRecords.withEndTransactionMarker`` uses ``System.currentTimeMillis()``)."""
         self._topics[topic] = dict(
             partitions=partitions,
             leader_epoch=leader_epoch,
@@ -256,7 +262,7 @@ class ClusterLog:
             log_append_time=log_append_time,
         )
         for p in range(partitions):
-            self._part(topic, p)
+            self._part(topic, p).leader_clock_skew_ms = leader_clock_skew_ms
 
     def _part(self, topic: str, partition: int) -> _Partition:
         key = (topic, partition)
@@ -483,7 +489,7 @@ class ClusterLog:
                 raise ScenarioError(
                     f"{part.name}: TRANSACTION_COORDINATOR_FENCED: coordinator epoch {coordinator_epoch} < {e.coordinator_epoch}"
                 )
-        ts = self._tick()
+        ts = self._tick() + part.leader_clock_skew_ms
         ts_type = 1 if part.log_append_time else 0
         raw = encode_marker(
             part.next_offset,

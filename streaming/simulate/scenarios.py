@@ -716,6 +716,131 @@ def scenario_write_after_older_marker(
     return _finish(c, "write-after-older-marker", exp, "open transaction after a marker of a lower epoch")
 
 
+TWO_PC_TIMEOUT_MS = 2_147_483_647  # KIP-939: Integer.MAX_VALUE = no timeout (isDistributedTwoPhaseCommitTxn)
+
+
+def scenario_prepare_skewed_marker(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Issue 19 item 3 (detection.md §3.1 revision 3). A TV0 producer commits a transaction over
+    orders-0 and orders-1; the leaders of orders run 41 ms ahead of the coordinator, so their
+    COMMIT markers (epoch 0, coordinator epoch 3) carry timestamps *after* the next transaction's
+    PrepareCommit. The next transaction writes both partitions and its PrepareCommit is written,
+    its markers never are. Under TV0 the previous marker has the same producer id, epoch and
+    result as the pending one: only clocks would tell them apart. Expected: both late /
+    markers-pending (never hanging: aborting would break a commit in flight)."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=4, leader_clock_skew_ms=41)
+    p = c.producer("skewed-leader-app", 0)
+    p.begin()
+    p.send("orders", 0, 1)
+    p.send("orders", 1, 1)
+    p.commit()
+    p.begin()
+    f0 = p.send("orders", 0, 2)
+    f1 = p.send("orders", 1, 1)
+    p.commit(markers=[])
+    pid = p.producer_id
+    exp = [
+        finding("late", "markers-pending", "orders", 0, pid, 0, f0, 3, "last-marker"),
+        finding("late", "markers-pending", "orders", 1, pid, 0, f1, 3, "last-marker"),
+    ]
+    return _finish(c, "prepare-skewed-marker", exp, "PrepareCommit after a same-epoch marker stamped by a fast clock")
+
+
+def scenario_bumped_marker_next_txn(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Issue 19 item 8 (detection.md §3.1 revision 3.1). A TV2 producer commits on orders-0: data
+    epoch 0, COMMIT marker epoch 1 (bumped, KIP-890), CompleteCommit epoch 1. A batch of epoch 1
+    then lands on orders-0 (the producer's next transaction; its partition never reached the
+    coordinator), and the producer commits a transaction on orders-1 only (Ongoing e1 ->
+    PrepareCommit/CompleteCommit e2). The marker before the open batch has the batch's epoch but
+    was bumped: not a late write of the closed transaction. Expected: hanging /
+    coordinator-finished-without-partition, producer epoch 1, coordinator epoch 3 (last marker)."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 2, leader_epoch=2)
+    p = c.producer("tv2-next-txn", 2)
+    p.begin()
+    p.send("orders", 0, 2)
+    p.commit()
+    nxt = p.zombie_send("orders", 0, 1)  # epoch 1: the epoch the bumped marker handed out
+    p.begin()
+    p.send("orders", 1, 1)
+    p.commit()
+    exp = [finding("hanging", "coordinator-finished-without-partition", "orders", 0, p.producer_id, 1, nxt, 3,
+                   "last-marker")]
+    return _finish(c, "bumped-marker-next-txn", exp, "next transaction after a bumped TV2 marker")
+
+
+def scenario_two_phase_commit(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Issue 19 item 7 (KIP-939). Two producers with TransactionTimeoutMs = Integer.MAX_VALUE (2PC):
+    one has a transaction open on orders-0 that its external transaction manager has not decided
+    (the coordinator never times it out); the other committed on orders-1 (data e0, marker e1,
+    TV2) and then a batch of epoch 1 reached orders-1 outside any transaction the coordinator
+    lists, and its next transaction commits on orders-2 only. The threshold of both is
+    max_timeout_ms + padding_ms, not the 2PC timeout. Expected:
+    orders-0 late / prepared-2pc (never hanging, no command); orders-1 hanging /
+    coordinator-finished-without-partition."""
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("orders", 3, leader_epoch=1)
+    # The participant's id shares its __transaction_state partition with the heartbeat id that
+    # _finish writes last: that copy then holds a record newer than the open transaction's first
+    # write (it can show it is current, detection.md §0), as a busy coordinator partition does.
+    xa_id = _find_ids("xa-participant", txn_state_partition("txnwatch-heartbeat", 50), 1)[0]
+    xa = c.producer(xa_id, 2, timeout_ms=TWO_PC_TIMEOUT_MS)
+    xa.begin()
+    first = xa.send("orders", 0, 3)
+    done = c.producer("xa-done", 2, timeout_ms=TWO_PC_TIMEOUT_MS)
+    done.begin()
+    done.send("orders", 1, 1)
+    done.commit()
+    stray = done.zombie_send("orders", 1, 1)
+    done.begin()
+    done.send("orders", 2, 1)  # its next transaction, on orders-2 only
+    done.commit()
+    exp = [
+        finding("late", "prepared-2pc", "orders", 0, xa.producer_id, 0, first, 0, "log-start"),
+        finding("hanging", "coordinator-finished-without-partition", "orders", 1, done.producer_id, 1, stray, 3,
+                "last-marker"),
+    ]
+    return _finish(c, "two-phase-commit", exp, "KIP-939 two-phase-commit transactions past the threshold")
+
+
+def scenario_long_txn_split_txn_log(
+    root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000
+) -> Scenario:
+    """Issue 19 item 5 (detection.md §3.1). A producer with transaction.timeout.ms = 1 h (clock 10 min
+    behind) runs two transactions on reports-0, 20 minutes apart; each of its
+    ``__transaction_state`` records lands in a segment of its own (Empty | Ongoing | Prepare,
+    Complete | Ongoing ...). At the evaluation time the second transaction is within timeout +
+    padding (late / long-transaction). ``notes["txn_partition"]`` and ``notes["split_segments"]``:
+    the segments holding the two Ongoing records; a dump without the segment between them (3.0-4.0
+    text prints no TransactionStartTimestampMs) must not turn into coordinator-stuck."""
+    timeout, skew = 3_600_000, -600_000
+    c = _cluster(root, seed, base_time_ms)
+    c.create_topic("reports", 1, leader_epoch=1)
+    p = c.producer("nightly-batch", 0, timeout_ms=timeout, clock_skew_ms=skew)
+    k = p.txn_partition
+    c.roll("__transaction_state", k)
+    p.begin()
+    p.send("reports", 0, 1)
+    ongoing1 = c.batches("__transaction_state", k)[-1].base_offset
+    c.roll("__transaction_state", k)
+    p.commit()
+    c.roll("__transaction_state", k)
+    c.advance(20 * 60_000)
+    p.begin()
+    first = p.send("reports", 0, 5)
+    ongoing2 = c.batches("__transaction_state", k)[-1].base_offset  # in the partition's newest segment
+    c.advance(timeout + DEFAULT_PADDING_MS - 100_000 - AGE_MS)
+    exp = [finding("late", "long-transaction", "reports", 0, p.producer_id, 0, first, 3, "last-marker")]
+    return _finish(c, "long-txn-split-txn-log", exp, "long transaction; its coordinator records in separate segments",
+                   txn_partition=k, split_segments=[ongoing1, ongoing2])
+
+
 def scenario_healthy_mix(root: Path, *, seed: int = 0, base_time_ms: int = 1_700_000_000_000) -> Scenario:
     """Everything that must *not* alert: TV0/TV1/TV2 producers, commits and aborts, a timeout
     abort, fencing, idempotent and plain batches, gzip, a LogAppendTime topic, legacy v1
@@ -913,6 +1038,10 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "retention-restart": scenario_retention_restart,
     "txn-leader-epoch-bump": scenario_txn_leader_epoch_bump,
     "write-after-older-marker": scenario_write_after_older_marker,
+    "prepare-skewed-marker": scenario_prepare_skewed_marker,
+    "bumped-marker-next-txn": scenario_bumped_marker_next_txn,
+    "two-phase-commit": scenario_two_phase_commit,
+    "long-txn-split-txn-log": scenario_long_txn_split_txn_log,
     "healthy-mix": scenario_healthy_mix,
     "random-mix": scenario_random_mix,
 }
@@ -933,6 +1062,10 @@ POSITIVE_SCENARIOS = frozenset(
         "retention-restart",
         "txn-leader-epoch-bump",
         "write-after-older-marker",
+        "prepare-skewed-marker",
+        "bumped-marker-next-txn",
+        "two-phase-commit",
+        "long-txn-split-txn-log",
     }
 )
 

@@ -61,8 +61,12 @@ def format_table(alerts: list[dict[str, Any]], *, commands: bool = True) -> str:
                 lines.append(f"#   confirmed by the brokers: {', '.join(a['confirmed_by']) or 'none'}")
             if a.get("blocked_groups"):
                 lines.append(f"#   blocked consumer groups: {', '.join(a['blocked_groups'])}")
+            if a.get("unverified_reasons"):
+                lines.append(f"#   not verified: {', '.join(a['unverified_reasons'])}")
             if a.get("status") != HANGING:
                 lines.append("#   late: do not abort; the coordinator still owns this transaction")
+                if a.get("verify_hint"):
+                    lines.append(f"#   {a['verify_hint']}")
                 continue
             if a.get("verify_hint"):
                 lines.append(f"#   {a['verify_hint']}")

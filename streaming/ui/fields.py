@@ -20,7 +20,8 @@ PARTITION_STATUSES = ("unavailable", "available")
 GROUPS = (
     ("hanging", "Hanging", "No coordinator will finish these: abort after reading the evidence."),
     ("late", "Late", "Open past the threshold but still owned by the coordinator: no abort command."),
-    ("unverified", "Unverified", "The coordinator view was incomplete or not read: confirm before aborting."),
+    ("unverified", "Unverified", "The input did not prove every fact the finding rests on (see its unverified "
+                                 "reasons): supply the missing proof or confirm before acting."),
 )
 
 # Plain words for each cause (spec detection.md §3).
@@ -37,10 +38,32 @@ CAUSE_TEXT = {
     "coordinator-stuck": "The coordinator still shows the transaction Ongoing past its own timeout.",
     "long-transaction": "A producer with a long transaction timeout: still inside what the "
                         "coordinator allows.",
+    "prepared-2pc": "A two-phase-commit transaction (KIP-939): its external transaction manager owns "
+                    "the decision and the coordinator never times it out. Never aborted by txnwatch; "
+                    "the remedy of last resort (forceTerminateTransaction) breaks that manager's atomicity.",
     "open-before-log-start": "The LSO has stayed at the log start longer than any transaction timeout "
                              "allows: a transaction whose first batches retention deleted is still open.",
     "lso-pinned-at-log-start": "The LSO sits at the log start, held by a transaction whose first batches "
                                "retention deleted; no read shows its producer.",
+}
+
+# What each unverified reason means and what would supply the missing proof (docs/alerts.md,
+# streaming.vocab.UNVERIFIED_REASONS).
+REASON_TEXT = {
+    "newest-segment-not-proven": "The read may end before the partition's end: give its whole log directory, "
+                                 "the broker's offset checkpoint files, or --bootstrap-server.",
+    "coordinator-view-incomplete": "A __transaction_state partition that could own this producer was not read: "
+                                   "give it, or run kafka-transactions.sh describe.",
+    "coordinator-copy-behind": "A coordinator copy holds nothing newer than the transaction's first write and may "
+                               "lag: give the leader's copy or --bootstrap-server.",
+    "coordinator-copy-empty": "An empty coordinator copy cannot show it is current: give the leader's copy or "
+                              "--bootstrap-server.",
+    "crc-gap": "A batch failed its CRC check and was not believed: copy the segment again.",
+    "clock-skew": "A timestamp lies ahead of the clock: check producer and broker clocks, or give --as-of.",
+    "no-coordinator-input": "No __transaction_state partition was read: include them, or run "
+                            "kafka-transactions.sh describe.",
+    "start-offset-not-proven": "Retention deleted the transaction's start: give the newest .snapshot or ask "
+                               "DescribeProducers (brokers 2.8+).",
 }
 
 # How exact each coordinator-epoch source is and what to do when a legacy abort
@@ -95,6 +118,7 @@ OVERVIEW_FIELDS = (
     ("producer_epoch", "Epoch"),
     ("transactional_id", "Transactional id"),
     ("verified", "Verified"),
+    ("unverified_reasons", "Not verified because"),
     ("confirmed_by", "Confirmed by"),
     ("blocked_groups", "Blocked groups"),
     ("missing_txn_partitions", "Missing __transaction_state partitions"),
@@ -107,6 +131,7 @@ IDENTITY_FIELDS = (
     ("status", "Status"),
     ("cause", "Cause"),
     ("verified", "Verified"),
+    ("unverified_reasons", "Not verified because"),
     ("confirmed_by", "Confirmed by"),
     ("missing_txn_partitions", "Missing __transaction_state partitions"),
     ("verify_hint", "How to verify"),
