@@ -18,7 +18,15 @@ from typing import Any
 from streaming.abort.key import AlertKey
 from streaming.abort.reread import Reread
 from streaming.alerts import AlertConfig, abort_commands
-from streaming.verdict import CoordinatorView, EpochEvidence, OpenTxn, Thresholds, Verdict, judge
+from streaming.verdict import (
+    CoordinatorView,
+    EpochEvidence,
+    OpenTxn,
+    PartitionProof,
+    Thresholds,
+    Verdict,
+    judge,
+)
 from udfs.model import OPEN_TXN_STATES
 
 # refusal codes (docs/runbook.md lists them with what to do)
@@ -162,7 +170,13 @@ def make_plan(r: Reread, *, alert: dict[str, Any] | None, thresholds: Thresholds
     evidence = EpochEvidence(describe_producers=dp, last_marker=marker,
                              read_from_zero=bool(lb is not None and lb.read_from_zero))
     view = r.coordinator.view if r.coordinator is not None else CoordinatorView()
-    v = judge(txn, view, evidence, now_ms=r.at_ms, thresholds=thresholds)
+    # What this re-read proves of tp (detection.md §0): its end, by a read to the high watermark or
+    # by the leader's own DescribeProducers entry naming this first offset; the start, since the
+    # re-read found the transaction's first batch at the key's offset. The broker validated every
+    # batch's CRC on append (LogValidator) and the live clock is this process's own.
+    dp_confirms = dp is not None and dp.found and dp.current_txn_start_offset == key.first_offset
+    proof = PartitionProof(end_proven=bool(lg.complete or dp_confirms))
+    v = judge(txn, view, evidence, now_ms=r.at_ms, thresholds=thresholds, proof=proof)
     refusals: list[Refusal] = []
     if v.blocked:
         refusals.append(Refusal(NOT_PROVEN, v.blocked))
