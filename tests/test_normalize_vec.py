@@ -1,5 +1,5 @@
 """``normalize.data_events`` / ``reduce_closed_in_read`` (numpy) against the pandas versions they
-replaced (kept below verbatim, as the reference): the same frame, columns, dtypes and values, for
+replaced (kept below as the reference, plus the one keep rule detection.md revision 3.1 added): the same frame, columns, dtypes and values, for
 every scenario's data segments and the hand-built cases, with and without the in-read reduction,
 typed and untyped.
 """
@@ -117,8 +117,10 @@ def ref_reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.Da
         (rows["coordinator_epoch"].fillna(-1).to_numpy() >= 0)
     typed_ord = np.where(typed, ordinal, -1)
     last_typed = pd.Series(typed_ord).groupby([pid, eligible]).transform("max").to_numpy()
+    # Revision 3.1 of detection.md (bumped markers) also keeps the data just before the last marker:
+    # the epoch it closed tells a bumped marker from one that was not.
     keep = ~eligible | (ordinal == 0) | (ordinal == last) | (is_m & (ordinal == 1)) | \
-        (typed & (ordinal == last_typed))
+        (typed & (ordinal == last_typed)) | (~is_m & (ordinal == last - 1))
     if keep.all():
         return rows
     dropped = rows[~keep]
