@@ -12,7 +12,6 @@ import gzip
 import struct
 import time
 import zlib
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -23,14 +22,8 @@ from streaming.sources.kafka_wire import KafkaWire
 from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker, segment_file_name, stage_segment
 
-SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
-ORDERS = SAMPLES / "synthetic" / "scenario_orders-0_00000000000000000000.log"
-ORDERS_HW = 13
-
-WIRE = dict(client_id="txnwatch-test", request_timeout_ms=1500, retries=3, retry_backoff_ms=10,
-            retry_backoff_max_ms=50, reconnect_backoff_ms=20, reconnect_backoff_max_ms=200,
-            bootstrap_timeout_ms=2000)
-SOURCE = {"request_timeout_ms": "3000", "retries": "3", "retry_backoff_ms": "10", "cluster": "live"}
+# the same sample, client settings and source options as the fetch-fault tests
+from tests.test_kafka_fetch_faults import ORDERS, ORDERS_HW, SOURCE, WIRE
 
 _watchdog = kafka_watchdog(90)
 
