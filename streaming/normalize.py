@@ -14,6 +14,7 @@ import pandas as pd
 
 from streaming.events import make_row, to_frame
 from udfs.model import DecodeError, control_name
+from udfs.txn_log import reduce_coordinator_records as reduce_coordinator_records  # lives beside its decoder
 
 
 def data_events(
@@ -281,49 +282,6 @@ def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndar
     carrier = np.flatnonzero(is_m[keep] & (ordinal[keep] == last[keep]) & eligible[keep] & np.isin(k_pid, f_pid))
     at = np.searchsorted(f_pid, k_pid[carrier])
     return keep, carrier, f_txns[at], f_epoch[at]
-
-
-def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ``__transaction_state`` records of one read that the state needs, in offset order.
-
-    A record only replaces what the state knows of its transactional id, so within a run of
-    records of one id with the same producer id and ``prev_producer_id`` (no tombstone between)
-    the last one says it all, and the first one is the routing event (a new producer id: the old
-    one learns it was superseded, ``route_coordinator_records``). Kept: every tombstone, the
-    first and last record of every run, and, for records without TransactionStartTimestampMs
-    (text dumps before 4.1), each record that moved its id to Ongoing and the Complete*/Empty
-    record before it: the state bounds the transaction's start by them. ``partitionLeaderEpoch`` only grows along a partition, so the
-    last record of a run also carries the run's highest coordinator epoch.
-    """
-    n = len(records)
-    keep = [False] * n
-    prev_key: dict[Any, Any] = {}
-    prev_state: dict[Any, Any] = {}
-    prev_idx: dict[Any, int] = {}
-    run_keys = []
-    for i, r in enumerate(records):
-        tid = r["transactional_id"]
-        key = None if r["tombstone"] else (r.get("producer_id"), r.get("prev_producer_id"))
-        run_keys.append(key)
-        state = None if r["tombstone"] else r.get("txn_state")
-        if key is None or prev_key.get(tid, ()) != key:
-            keep[i] = True
-        elif state == "Ongoing" and r.get("txn_start_ts") is None and prev_state.get(tid) != "Ongoing":
-            keep[i] = True
-            # and the id's Complete*/Empty record before it: its time bounds the start from below
-            # (detection.md §3.1, coordinator-stuck on text dumps)
-            if prev_state.get(tid) in ("Empty", "CompleteCommit", "CompleteAbort"):
-                keep[prev_idx[tid]] = True
-        prev_key[tid] = key
-        prev_state[tid] = state
-        prev_idx[tid] = i
-    next_key: dict[Any, Any] = {}
-    for i in range(n - 1, -1, -1):
-        tid = records[i]["transactional_id"]
-        if next_key.get(tid, ()) != run_keys[i]:
-            keep[i] = True
-        next_key[tid] = run_keys[i]
-    return [r for r, k in zip(records, keep, strict=True) if k]
 
 
 def txn_state_events(

@@ -29,3 +29,10 @@ def test_the_simulator_imports_none_of_the_products_rules():
         if mods:
             bad[path.name] = sorted(mods)
     assert bad == {}
+
+
+def test_the_decoders_import_nothing_from_the_spark_application():
+    """``udfs/`` holds pure decoders below ``streaming/`` (DESIGN §3): data flows one way."""
+    bad = {p.name: sorted(m for m in _imports(p) if m.split(".")[0] == "streaming")
+           for p in sorted((ROOT / "udfs").glob("*.py"))}
+    assert {k: v for k, v in bad.items() if v} == {}

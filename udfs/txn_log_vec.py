@@ -1,7 +1,7 @@
 """``__transaction_state`` decode reduced to what a read keeps, with numpy (kafka-formats.md §5).
 
 :func:`decode_txn_log_reduced` returns exactly
-``streaming.normalize.reduce_coordinator_records(decode_txn_log_segment(...)[0])`` and the same
+``udfs.txn_log.reduce_coordinator_records(decode_txn_log_segment(...)[0])`` and the same
 ``scan`` (errors included), but does not build a Python dict for every record:
 
 1. the record framing of every batch (length, attributes, timestamp and offset deltas, key and
@@ -269,7 +269,7 @@ def decode_txn_log_reduced(
         s_tid = s_pid = s_prev = s_b = s_k = np.empty(0, dtype=np.int64)
         s_tomb = np.empty(0, dtype=bool)
 
-    # 4. the reduction (normalize.reduce_coordinator_records) on arrays, in offset (= file) order
+    # 4. the reduction (txn_log.reduce_coordinator_records) on arrays, in offset (= file) order
     all_b = np.concatenate((rb, s_b))
     all_k = np.concatenate((rk, s_k))
     is_slow = np.concatenate((np.zeros(len(rb), dtype=bool), np.ones(len(s_b), dtype=bool)))
@@ -314,8 +314,7 @@ def decode_txn_log_reduced(
 def _reference(data: bytes | memoryview, scan: BatchScan, source: str | None,
                base_position: int) -> tuple[list[dict[str, Any]], BatchScan]:
     """The plain decode and reduction (only if the walk and the decoder ever disagree)."""
-    from streaming.normalize import reduce_coordinator_records
-    from udfs.txn_log import decode_txn_log_segment
+    from udfs.txn_log import decode_txn_log_segment, reduce_coordinator_records
 
     records, scan = decode_txn_log_segment(data, source=source, base_position=base_position, scan=scan)
     return reduce_coordinator_records(records), scan
