@@ -67,3 +67,27 @@ def kafka_watchdog(seconds: int):
         close_wires()
 
     return _watchdog
+
+
+# KafkaWire settings for tests against the broker fake: short timeouts and backoffs, so a fault
+# test ends in seconds.
+WIRE = dict(client_id="txnwatch-test", request_timeout_ms=1500, retries=3, retry_backoff_ms=10,
+            retry_backoff_max_ms=50, reconnect_backoff_ms=20, reconnect_backoff_max_ms=200,
+            bootstrap_timeout_ms=2000)
+
+
+@pytest.fixture
+def wires():
+    """``make(broker, **overrides) -> KafkaWire`` on the fake; every wire made is closed afterwards."""
+    from streaming.sources.kafka_wire import KafkaWire
+
+    made: list = []
+
+    def make(broker, **kw):
+        w = KafkaWire(broker.bootstrap_servers, **{**WIRE, **kw})
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.close()

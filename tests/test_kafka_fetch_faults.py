@@ -22,9 +22,6 @@ SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
 ORDERS = SAMPLES / "synthetic" / "scenario_orders-0_00000000000000000000.log"
 ORDERS_HW = 13
 
-WIRE = dict(client_id="txnwatch-test", request_timeout_ms=1500, retries=3, retry_backoff_ms=10,
-            retry_backoff_max_ms=50, reconnect_backoff_ms=20, reconnect_backoff_max_ms=200,
-            bootstrap_timeout_ms=2000)
 SOURCE = {"request_timeout_ms": "3000", "retries": "3", "retry_backoff_ms": "10", "cluster": "live"}
 
 
@@ -38,18 +35,6 @@ def root(tmp_path: Path) -> Path:
     return r
 
 
-@pytest.fixture
-def wires():
-    made: list[KafkaWire] = []
-
-    def make(broker: FakeKafkaBroker, **kw) -> KafkaWire:
-        w = KafkaWire(broker.bootstrap_servers, **{**WIRE, **kw})
-        made.append(w)
-        return w
-
-    yield make
-    for w in made:
-        w.close()
 
 
 def orders_reader(broker: FakeKafkaBroker, **opts: str) -> KafkaStreamReader:

@@ -18,28 +18,15 @@ import pytest
 
 from streaming.simulate.encode import encode_batch
 from streaming.sources.kafka import KafkaStreamReader, read_partition
-from streaming.sources.kafka_wire import KafkaWire
 from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker, segment_file_name, stage_segment
 
 # the same sample, client settings and source options as the fetch-fault tests
-from tests.test_kafka_fetch_faults import ORDERS, ORDERS_HW, SOURCE, WIRE
+from tests.test_kafka_fetch_faults import ORDERS, ORDERS_HW, SOURCE
 
 _watchdog = kafka_watchdog(90)
 
 
-@pytest.fixture
-def wires():
-    made: list[KafkaWire] = []
-
-    def make(broker: FakeKafkaBroker, **kw) -> KafkaWire:
-        w = KafkaWire(broker.bootstrap_servers, **{**WIRE, **kw})
-        made.append(w)
-        return w
-
-    yield make
-    for w in made:
-        w.close()
 
 
 def reader(broker: FakeKafkaBroker, topics: str = '["orders"]', **opts: str) -> KafkaStreamReader:
