@@ -81,22 +81,28 @@ def open_offset_commits(data: bytes | memoryview, *, source: str | None = None) 
     """
     buf = memoryview(data)
     c = scan_batches(buf, validate_crc=False, source=source, allow_partial_tail=True).columns
+    return _still_open(c, range(len(c["base_offset"])), lambda i, first: _batch_commits(buf, c, i, first))
+
+
+def _still_open(cols: Mapping[str, Any], order: Any, commits_of: Any) -> list[dict[str, Any]]:
+    """Walk the batches ``cols`` in ``order`` with the pairing rule (:func:`udfs.pairing.pair`) and
+    return, per producer id, the entries ``commits_of(i, first_offset)`` gives for the data batches
+    of the transaction still open at the end; a control batch drops what its producer had pending."""
     open_txn: dict[int, int] = {}  # producer id -> first offset of its open transaction
     pending: dict[int, list[dict[str, Any]]] = {}
-    for i in range(len(c["base_offset"])):
-        pid = int(c["producer_id"][i])
-        step = pair(pid in open_txn, transactional=bool(c["is_transactional"][i]), control=bool(c["is_control"][i]),
-                    producer_id=pid)
+    for i in order:
+        pid = int(cols["producer_id"][i])
+        step = pair(pid in open_txn, transactional=bool(cols["is_transactional"][i]),
+                    control=bool(cols["is_control"][i]), producer_id=pid)
         if step is Step.IGNORE:
             continue
         if step is Step.CLOSE:
             open_txn.pop(pid, None)
             pending.pop(pid, None)
             continue
-        base = int(c["base_offset"][i])
         if step is Step.OPEN:
-            open_txn[pid] = base
-        pending.setdefault(pid, []).extend(_batch_commits(buf, c, i, open_txn[pid]))
+            open_txn[pid] = int(cols["base_offset"][i])
+        pending.setdefault(pid, []).extend(commits_of(i, open_txn[pid]))
     return [e for pid in sorted(pending) for e in pending[pid]]
 
 
@@ -130,31 +136,18 @@ def open_offset_commits_in_dump(f: Any) -> list[dict[str, Any]]:
     b = f.batches
     by_offset = {r["offset"]: r for r in f.offset_commits if r["offset"] is not None}
     offsets = sorted(by_offset)
-    open_txn: dict[int, int] = {}
-    pending: dict[int, list[dict[str, Any]]] = {}
-    for i in np.argsort(b["base_offset"], kind="stable"):
-        pid = int(b["producer_id"][i])
-        step = pair(pid in open_txn, transactional=bool(b["is_transactional"][i]), control=bool(b["is_control"][i]),
-                    producer_id=pid)
-        if step is Step.IGNORE:
-            continue
-        if step is Step.CLOSE:
-            open_txn.pop(pid, None)
-            pending.pop(pid, None)
-            continue
+
+    def commits_of(i: int, first: int) -> list[dict[str, Any]]:
         base, last = int(b["base_offset"][i]), int(b["last_offset"][i])
-        if step is Step.OPEN:
-            open_txn[pid] = base
-        common = {"producer_id": pid, "producer_epoch": int(b["producer_epoch"][i]), "txn_first_offset": open_txn[pid]}
+        common = {"producer_id": int(b["producer_id"][i]), "producer_epoch": int(b["producer_epoch"][i]),
+                  "txn_first_offset": first}
         lo, hi = bisect.bisect_left(offsets, base), bisect.bisect_right(offsets, last)
         recs = [by_offset[o] for o in offsets[lo:hi]]
         if not recs and not f.records_printed:
-            pending.setdefault(pid, []).append(dict(
-                common, offset=base, group=None, topic=None, partition=None, committed_offset=None,
-                reason=f"batch at offset {base}: record lines not printed (dump without --offsets-decoder "
-                       "or --deep-iteration)"))
-            continue
-        pending.setdefault(pid, []).extend(
-            dict(common, offset=r["offset"], group=r["group"], topic=r["topic"], partition=r["partition"],
-                 committed_offset=r["committed_offset"], reason=None) for r in recs)
-    return [e for pid in sorted(pending) for e in pending[pid]]
+            return [dict(common, offset=base, group=None, topic=None, partition=None, committed_offset=None,
+                         reason=f"batch at offset {base}: record lines not printed (dump without "
+                                "--offsets-decoder or --deep-iteration)")]
+        return [dict(common, offset=r["offset"], group=r["group"], topic=r["topic"], partition=r["partition"],
+                     committed_offset=r["committed_offset"], reason=None) for r in recs]
+
+    return _still_open(b, np.argsort(b["base_offset"], kind="stable"), commits_of)
