@@ -10,13 +10,13 @@ import crc32c as crc32c_pkg
 import pytest
 
 from tests.conftest import SAMPLES, read_hex
-from udfs.crc import crc32c
 from udfs.model import CONTROL_ABORT, CONTROL_COMMIT, CONTROL_EMPTY, CONTROL_NONE
 from udfs.partitioning import java_string_hash, txn_state_partition
 from udfs.producer_state import PartitionState
 from udfs.record_batch import scan_batches
 from udfs.snapshot import decode_snapshot
 from udfs.txn_log import decode_txn_key, decode_txn_log_segment, decode_txn_value
+from udfs.varint import crc32c
 
 REAL = SAMPLES / "real"
 SYN = SAMPLES / "synthetic"

@@ -38,7 +38,7 @@ from streaming.simulate.encode import (
     java_string_hash,
     txn_state_partition,
 )
-from udfs.crc import crc32c as crc32c_impl
+from udfs.varint import crc32c as crc32c_impl
 
 SAMPLES = Path(__file__).parent / "fixtures" / "samples"
 REAL = SAMPLES / "real"

@@ -26,7 +26,7 @@ from streaming.simulate.scenarios import (
     Scenario,
     write_scenario,
 )
-from udfs.crc import crc32c
+from udfs.varint import crc32c
 
 SYNTH = Path(__file__).parent / "fixtures" / "samples" / "synthetic"
 SMALL = {"random-mix": {"target_bytes": 3 << 20, "segment_bytes": 256 << 10}}

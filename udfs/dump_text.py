@@ -90,6 +90,7 @@ from udfs.model import (
     DecodeError,
 )
 from udfs.offsets_text import OffsetsTextError, is_offsets_key, parse_offsets_record
+from udfs.varint import uvarint_len as _uvarint_len
 
 # CONTROL_NOT_PRINTED (udfs.model): a control batch whose record the dump did not print (shallow
 # dump, --skip-record-metadata, elided line): a marker of unknown type, closes like an empty one.
@@ -1063,14 +1064,6 @@ def _state_name(s: str, what: str) -> str:
     if camel in TXN_STATE_CODES:
         return camel
     raise _LineError(f"{what}: unknown transaction state {s[:40]!r}")
-
-
-def _uvarint_len(n: int) -> int:
-    size = 1
-    while n >= 0x80:
-        n >>= 7
-        size += 1
-    return size
 
 
 def _infer_value_version(partitions: list[str], vsize: int | None) -> int | None:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from udfs.crc import crc32c
 from udfs.model import (
     BATCH_COLUMNS,
     CONTROL_EMPTY,
@@ -32,6 +31,8 @@ from udfs.model import (
     CONTROL_UNREADABLE,
     DecodeError,
 )
+from udfs.varint import crc32c
+from udfs.varint import read_varint as _read_varint
 
 HEADER_SIZE = 61  # RECORD_BATCH_OVERHEAD
 LOG_OVERHEAD = 12  # baseOffset + batchLength
@@ -152,22 +153,6 @@ def _chain(buf: memoryview, source: str | None, base_position: int, allow_partia
             DecodeError(base_position + pos, f"truncated tail: {tail} bytes do not hold a whole batch", source)
         )
     return v2, legacy, pos, tail, errors, legacy_last
-
-
-def _read_varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    """Zigzag varint (max 10 bytes). Raises ValueError on overrun; callers catch it."""
-    shift = 0
-    raw = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise ValueError("varint runs past the record")
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-    return (raw >> 1) ^ -(raw & 1), pos
 
 
 def parse_control_record(buf: memoryview, start: int, end: int) -> tuple[int, int]:

@@ -13,8 +13,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from udfs.crc import crc32c
 from udfs.model import DecodeError
+from udfs.varint import crc32c
 
 _ENTRY = struct.Struct(">qhiqiqiq")  # 8+2+4+8+4+8+4+8 = 46
 _HEADER_SIZE = 10

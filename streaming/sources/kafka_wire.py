@@ -139,6 +139,8 @@ from streaming.sources.kafka_errors import Action, configuration_message
 from streaming.sources.kafka_errors import action as error_action
 from streaming.sources.kafka_parallel import NodeDeadline, StalledNodes, per_node
 from streaming.sources.kafka_security import AUTHORIZATION_ERRORS, authorization_message, principal_of
+from udfs.varint import encode_uvarint as _uvarint
+from udfs.varint import read_uvarint as _read_uvarint
 
 log = logging.getLogger(__name__)
 
@@ -364,26 +366,6 @@ _REQ_PARTITION = {2: struct.Struct(">iq"), 4: struct.Struct(">iiq"), 6: struct.S
 # v6+: the partition's tagged-field count (an unsigned varint, almost always the single byte 0)
 # is read with the fixed fields; anything else is skipped field by field
 _RESP_PARTITION = {2: struct.Struct(">ihqq"), 4: struct.Struct(">ihqqi"), 6: struct.Struct(">ihqqiB")}
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
 
 
 def _read_length(buf: bytes, pos: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
