@@ -126,6 +126,8 @@ def alert_key(cluster: str, topic: str, partition: int, producer_id: int, first_
 
 def _i(v: Any) -> int | None:
     """Int or None from a pandas cell (NA/NaN → None)."""
+    if v.__class__ is int:  # the common case: event_records gives Python ints
+        return v
     if v is None:
         return None
     try:
@@ -186,62 +188,66 @@ class ProducerState:
 
     def apply(self, ev: dict[str, Any], cfg: EngineConfig) -> list[dict[str, Any]]:
         """Apply one event (a dict of event fields); returns resolved-alert rows, if any."""
+        # (Hot path: one call per event. Field reads are bound once and each field is read once.)
         kind = ev["kind"]
-        et = _i(ev.get("event_time_ms"))
-        if et is not None:
-            self.last_event_ms = max(self.last_event_ms, et)
+        get = ev.get
+        et = _i(get("event_time_ms"))
+        if et is not None and et > self.last_event_ms:
+            self.last_event_ms = et
         if kind == "txn_state":
             self._apply_coordinator(ev)
             return []
         topic, partition = ev["topic"], int(ev["partition"])
-        p = self._part(topic, partition)
-        if ev.get("read_from_zero") is True:
+        p = self.parts.get(_tp(topic, partition)) or self._part(topic, partition)
+        if get("read_from_zero") is True:
             p["read_from_zero"] = True
-        epoch = _i(ev.get("producer_epoch"))
+        epoch = _i(get("producer_epoch"))
         if kind == "snapshot":
             self._apply_snapshot(p, ev, epoch)
             return []
         if kind == "lso_passed":
             return self._apply_lso_passed(p, ev, cfg)
-        snap_off = _i(ev.get("snapshot_offset"))
-        if snap_off is not None and (p["snapshot"] is None or p["snapshot"]["offset"] < snap_off):
-            # The partition was seeded from a snapshot without an entry for P (contract A): P had
-            # no producer state on tp at that offset. Its own entry, if any, came first.
-            p["snapshot"] = {"offset": snap_off, "present": False, "coordinator_epoch": -1}
-            p["next_offset"] = max(p["next_offset"], snap_off)
-        if snap_off is not None and int(ev["last_offset"]) < snap_off:
-            self._apply_preview(p, ev, kind)
-            return []
+        snap_off = _i(get("snapshot_offset"))
+        if snap_off is not None:
+            if p["snapshot"] is None or p["snapshot"]["offset"] < snap_off:
+                # The partition was seeded from a snapshot without an entry for P (contract A): P
+                # had no producer state on tp at that offset. Its own entry, if any, came first.
+                p["snapshot"] = {"offset": snap_off, "present": False, "coordinator_epoch": -1}
+                p["next_offset"] = max(p["next_offset"], snap_off)
+            if int(ev["last_offset"]) < snap_off:
+                self._apply_preview(p, ev, kind)
+                return []
         first = int(ev["first_offset"])
         if first < p["next_offset"]:
             return []  # already applied (overlapping inputs)
-        window = _i(ev.get("lso"))  # probe mode: the window this row was read in starts at this LSO
+        last = int(ev["last_offset"])
+        window = _i(get("lso"))  # probe mode: the window this row was read in starts at this LSO
         if window is not None and window > p["next_offset"]:
             # Nothing of P on tp was read between what the state last saw and this window: its
             # last marker as known here may not be P's last one before this row (rule 2 then
             # comes from the driver's look-back).
             p["last_marker"] = None
-        p["next_offset"] = int(ev["last_offset"]) + 1
-        marker = ev.get("marker") if kind == "marker" else None
+        p["next_offset"] = last + 1
+        marker = get("marker") if kind == "marker" else None
         # An empty control batch carries no record: its epoch field is kept, but the legacy abort's
         # E must err low, so it never raises max_epoch (contract A).
-        if epoch is not None and marker != "EMPTY":
-            p["max_epoch"] = max(p["max_epoch"], epoch)
-        folded_epoch = _i(ev.get("folded_max_epoch"))
-        if folded_epoch is not None:  # transactions the read folded into this (last) marker
-            p["max_epoch"] = max(p["max_epoch"], folded_epoch)
+        if epoch is not None and marker != "EMPTY" and epoch > p["max_epoch"]:
+            p["max_epoch"] = epoch
+        folded_epoch = _i(get("folded_max_epoch"))
+        if folded_epoch is not None and folded_epoch > p["max_epoch"]:
+            p["max_epoch"] = folded_epoch  # transactions the read folded into this (last) marker
         step = pair(p["open"] is not None, transactional=kind in ("data", "marker"), control=kind == "marker")
         if step is Step.OPEN:
             lm = p["last_marker"]
             p["open"] = {
-                "first_offset": first, "last_offset": int(ev["last_offset"]),
+                "first_offset": first, "last_offset": last,
                 "first_ts": int(ev["first_ts"]), "last_ts": int(ev["last_ts"]),
                 "batches": int(ev["batch_count"] or 0), "records": int(ev["record_count"] or 0),
                 "bytes": int(ev["bytes"] or 0), "first_epoch": epoch if epoch is not None else -1,
                 "data_epoch": epoch if epoch is not None else -1,  # highest producer epoch of O's data
                 # pairing: nothing of P lies between its last marker and O's first batch
                 "prev_marker": lm if lm is not None and lm["offset"] < first else None,
-                "alert": None, "sig": None, "source": ev.get("source"), "position": ev.get("source_position"),
+                "alert": None, "sig": None, "source": get("source"), "position": get("source_position"),
                 "from_snapshot": False, "probe": window is not None,
             }
             return []
@@ -252,7 +258,7 @@ class ProducerState:
             o["probe"] = False
             if epoch is not None:
                 o["data_epoch"] = max(o.get("data_epoch", o["first_epoch"]), epoch)
-            o["last_offset"] = max(o["last_offset"], int(ev["last_offset"]))
+            o["last_offset"] = max(o["last_offset"], last)
             o["last_ts"] = max(o["last_ts"], int(ev["last_ts"]))
             o["batches"] += int(ev["batch_count"] or 0)
             o["records"] += int(ev["record_count"] or 0)
@@ -263,21 +269,22 @@ class ProducerState:
             o = p["open"]
             if o is not None and o.get("alert") in ("late", "hanging"):
                 resolution = {"COMMIT": "committed", "ABORT": "aborted"}.get(marker, "closed")
-                out.append(self._row(cfg, p, o, status="resolved", now_ms=_i(ev.get("event_time_ms")) or
-                                     int(ev["last_ts"]), resolution=resolution))
+                out.append(self._row(cfg, p, o, status="resolved", now_ms=et or int(ev["last_ts"]),
+                                     resolution=resolution))
             p["open"] = None
             # The data epoch of the transaction this marker closed (None: nothing of P was open on
             # tp as read): one below the marker's epoch is a bumped marker (revision 3.1).
             closed_epoch = None if o is None else o.get("data_epoch", o["first_epoch"])
-            ce = marker_coordinator_epoch(marker, _i(ev.get("coordinator_epoch")))
+            ce = marker_coordinator_epoch(marker, _i(get("coordinator_epoch")))
+            ts = _i(get("last_ts"))
             # An empty marker (cleaner) proves a marker existed but not its coordinator epoch: the
             # previous marker's epoch is not carried forward (it may be lower than this one's).
             p["last_marker"] = {"offset": first, "producer_epoch": epoch if epoch is not None else -1,
                                 "coordinator_epoch": ce, "kind": marker if marker in ("COMMIT", "ABORT") else None,
-                                "timestamp": _i(ev.get("last_ts")) if _i(ev.get("last_ts")) is not None else -1,
+                                "timestamp": ts if ts is not None else -1,
                                 "closed_epoch": closed_epoch if closed_epoch is not None and closed_epoch >= 0 else None}
-            if ce is not None:
-                p["max_marker_ce"] = max(p["max_marker_ce"], ce)
+            if ce is not None and ce > p["max_marker_ce"]:
+                p["max_marker_ce"] = ce
             return out
         return []
 
@@ -547,6 +554,9 @@ def evidence_json(txn: OpenTxn, view: CoordinatorView, ev: EpochEvidence, thresh
     return json.dumps(doc, separators=(",", ":"))
 
 
+_KIND_ORDER = {"snapshot": 0, "txn_state": 1, "data": 2, "marker": 2, "lso_passed": 2}
+
+
 def process_key(
     producer_id: int,
     events: list[dict[str, Any]],
@@ -564,11 +574,14 @@ def process_key(
     out: list[dict[str, Any]] = []
     # lso_passed sorts with the data by its LSO, ahead of a batch at that same offset (the LSO
     # passed the previous transaction before a new one could start there)
-    order = {"snapshot": 0, "txn_state": 1, "data": 2, "marker": 2, "lso_passed": 2}
-    events = sorted(events, key=lambda e: (order.get(e["kind"], 3), e.get("topic") or "",
-                                           _i(e.get("partition")) or 0,
-                                           _i(e.get("lso" if e["kind"] == "lso_passed" else "first_offset")) or 0,
-                                           e["kind"] != "lso_passed"))
+    order = _KIND_ORDER
+
+    def key(e: dict[str, Any]) -> tuple:
+        kind = e["kind"]
+        return (order.get(kind, 3), e.get("topic") or "", _i(e.get("partition")) or 0,
+                _i(e.get("lso" if kind == "lso_passed" else "first_offset")) or 0, kind != "lso_passed")
+
+    events = sorted(events, key=key)
     for ev in events:
         out.extend(st.apply(ev, cfg))
     out.extend(st.evaluate(cfg, now_ms))
@@ -579,39 +592,75 @@ def process_key(
     return out, st.to_json(), st.next_timer(cfg)
 
 
+class EventRecord(dict):
+    """An event as :func:`event_records` gives it: a dict whose absent fields read as None (null),
+    so that a field null in every row of a kind need not be stored in each of its dicts."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
 def event_records(df: Any) -> list[dict[str, Any]]:
     """An event frame (typed by ``events.to_frame``, or as Spark hands it over: nullable integers
     as float64 with NaN, booleans as object) → the dicts :func:`process_key` takes: Python ints,
     bools and strings, None for null, ``event_time`` replaced by ``event_time_ms`` (epoch ms).
 
     Column by column instead of ``DataFrame.to_dict("records")``, which boxes every cell through
-    pandas' scalar machinery and dominated the state operator's time on large reads.
+    pandas' scalar machinery and dominated the state operator's time on large reads. Rows are
+    grouped by ``kind``, and a field null in every row of the group is left out of its dicts
+    (:class:`EventRecord` reads it as None: ``ev[k]``, ``ev.get(k)`` and ``k in ev`` followed by a
+    None default all see the same null); building the dicts was most of the cost, and a data row
+    is null in every coordinator field and the other way round.
     """
     import numpy as np
     import pandas as pd
 
     from streaming.events import EVENT_FIELDS
 
+    n = len(df)
+    if n == 0:
+        return []
     types = dict(EVENT_FIELDS)
     names: list[str] = []
-    columns: list[list[Any]] = []
+    values: list[np.ndarray] = []
+    nulls: list[np.ndarray] = []
     for name in df.columns:
         col = df[name]
         mask = col.isna().to_numpy()
+        has_null = bool(mask.any())
         typ = types.get(name)
+        # Each column becomes an object array of Python values in C (``astype(object)`` of an
+        # int64/bool array boxes Python ints/bools), nulls set to None by mask: no Python loop
+        # per cell. The values are those of the per-cell conversion this replaced.
         if typ == "timestamp":
             ts = pd.to_datetime(col, utc=True).dt.tz_convert(None)
-            vals = ts.to_numpy("datetime64[ms]").astype(np.int64).tolist()
+            obj = ts.to_numpy("datetime64[ms]").astype(np.int64).astype(object)
             name = f"{name}_ms"
         elif typ in ("long", "int", "short"):
-            vals = col.fillna(0).to_numpy(dtype=np.int64).tolist() if mask.any() else \
-                col.to_numpy(dtype=np.int64).tolist()
+            obj = (col.fillna(0) if has_null else col).to_numpy(dtype=np.int64).astype(object)
         elif typ == "bool":
-            vals = [False if m else bool(v) for v, m in zip(col.tolist(), mask.tolist(), strict=True)]
+            obj = (col.fillna(False) if has_null else col).to_numpy(dtype=bool).astype(object)
         else:
-            vals = col.to_numpy(dtype=object).tolist()
-        if mask.any():
-            vals = [None if m else v for v, m in zip(vals, mask.tolist(), strict=True)]
+            obj = col.to_numpy(dtype=object)
+            if has_null:
+                obj = obj.copy()  # never write into the frame's own storage
+        if has_null:
+            obj[mask] = None
         names.append(name)
-        columns.append(vals)
-    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+        values.append(obj)
+        nulls.append(mask)
+    kinds = df["kind"].to_numpy(dtype=object) if "kind" in df.columns else np.full(n, None, dtype=object)
+    codes, _uniq = pd.factorize(kinds, use_na_sentinel=False)
+    out: list[Any] = [None] * n
+    for g in range(len(_uniq)):
+        rows = np.flatnonzero(codes == g)
+        whole = len(rows) == n
+        keep = [i for i in range(len(names)) if not (nulls[i].all() if whole else nulls[i][rows].all())]
+        knames = [names[i] for i in keep]
+        cols = [(values[i] if whole else values[i][rows]).tolist() for i in keep]
+        recs = [EventRecord(zip(knames, row, strict=True)) for row in zip(*cols, strict=True)]
+        if whole:
+            return recs
+        for i, rec in zip(rows.tolist(), recs, strict=True):
+            out[i] = rec
+    return out
