@@ -114,6 +114,222 @@ def _fit(xs: list[int], ys: list[int]) -> dict[str, float] | None:
     return {"base_bytes": round(my - b * mx, 1), "bytes_per_partition": round(b, 1)}
 
 
+# --- state at scale (issue 23 item 4): synthetic events straight into the state operator ------------
+
+
+def synthetic_files(out: Path, *, producers: int, open_txns: int, files: int, extra_triggers: int,
+                    touch: int, partitions: int, now_ms: int) -> list[Path]:
+    """Parquet files of events (``streaming.events.arrow_schema``), one per trigger.
+
+    Files 1..``files``: ``producers`` producer ids (ids 1..N) spread over them, each with one
+    committed transaction (a data span then its COMMIT marker) on one of ``partitions`` partitions
+    of topic ``scale``, except ``open_txns`` of them (every ``producers // open_txns``-th id),
+    whose transaction stays open (a span with no marker) and is younger than any threshold, so
+    nothing is late: the state keeps it, no alert is published. Then ``extra_triggers`` files of
+    ``touch`` events each: new data on open transactions and a new committed transaction of
+    closed producers, i.e. steady-state triggers against a full state store."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streaming.events import FIELD_NAMES, arrow_schema
+
+    schema = arrow_schema()
+    out.mkdir(parents=True, exist_ok=True)
+    stride = max(1, producers // max(open_txns, 1)) if open_txns else producers + 1
+    next_off = np.zeros(partitions, dtype=np.int64)  # next free offset per partition
+    paths: list[Path] = []
+
+    def batch(pids: np.ndarray, marker: np.ndarray, ts: int) -> pa.Table:
+        """A data span of each pid, followed by its COMMIT marker where ``marker``."""
+        part = (pids % partitions).astype(np.int32)
+        n_rows = len(pids) + int(marker.sum())
+        pid_col = np.empty(n_rows, dtype=np.int64)
+        part_col = np.empty(n_rows, dtype=np.int32)
+        kind_col = np.empty(n_rows, dtype=object)
+        first = np.empty(n_rows, dtype=np.int64)
+        i = 0
+        for pid, p, m in zip(pids.tolist(), part.tolist(), marker.tolist(), strict=True):
+            pid_col[i], part_col[i], kind_col[i], first[i] = pid, p, "data", next_off[p]
+            next_off[p] += 1
+            i += 1
+            if m:
+                pid_col[i], part_col[i], kind_col[i], first[i] = pid, p, "marker", next_off[p]
+                next_off[p] += 1
+                i += 1
+        is_m = kind_col == "marker"
+        cols = {
+            "kind": kind_col, "source": np.full(n_rows, "synthetic", dtype=object),
+            "cluster": np.full(n_rows, "default", dtype=object), "topic": np.full(n_rows, "scale", dtype=object),
+            "partition": part_col, "route_pid": pid_col, "producer_id": pid_col,
+            "producer_epoch": np.zeros(n_rows, dtype=np.int32), "first_offset": first, "last_offset": first,
+            "first_ts": np.full(n_rows, ts, dtype=np.int64), "last_ts": np.full(n_rows, ts, dtype=np.int64),
+            "batch_count": np.ones(n_rows, dtype=np.int64), "record_count": np.where(is_m, 1, 3).astype(np.int64),
+            "bytes": np.full(n_rows, 120, dtype=np.int64), "empty_batches": np.zeros(n_rows, dtype=np.int64),
+            "marker": np.where(is_m, "COMMIT", None).astype(object),
+            "coordinator_epoch": pa.array(np.zeros(n_rows, dtype=np.int32), mask=~is_m),
+            "from_log_start": np.ones(n_rows, dtype=bool), "read_from_zero": np.ones(n_rows, dtype=bool),
+            "source_position": np.full(n_rows, "synthetic", dtype=object),
+            "event_time": pa.array(np.full(n_rows, ts * 1000, dtype=np.int64), type=pa.timestamp("us", tz="UTC")),
+        }
+        arrays = []
+        for f in schema:
+            v = cols.get(f.name)
+            arrays.append(pa.nulls(n_rows, f.type) if v is None else pa.array(v, type=f.type))
+        assert [f.name for f in schema] == list(FIELD_NAMES)
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    ids = np.arange(1, producers + 1, dtype=np.int64)
+    is_open = (ids % stride == 0) if open_txns else np.zeros(producers, dtype=bool)
+    if open_txns:
+        is_open &= np.cumsum(is_open) <= open_txns
+    for k, chunk in enumerate(np.array_split(np.arange(producers), files)):
+        p = out / f"part-{k:04d}.parquet"
+        pq.write_table(batch(ids[chunk], ~is_open[chunk], now_ms + k), p)
+        paths.append(p)
+    rng = np.random.default_rng(1)
+    open_ids, closed_ids = ids[is_open], ids[~is_open]
+    for k in range(extra_triggers):
+        # half on open transactions (a batch joins them), half new transactions of closed producers
+        a = rng.choice(open_ids, min(len(open_ids), touch // 2), replace=False) if len(open_ids) else ids[:0]
+        b = rng.choice(closed_ids, min(len(closed_ids), touch - len(a)), replace=False)
+        pids = np.concatenate([a, b])
+        p = out / f"part-{files + k:04d}.parquet"
+        pq.write_table(batch(pids, np.isin(pids, b), now_ms + 1000 * (k + 1)), p)
+        paths.append(p)
+    return paths
+
+
+def measure_scale(spark, store: str, events_dir: Path, work: Path, n_files: int, *, shuffle_partitions: int,
+                  timeout_s: float) -> dict:
+    """The detection query (``pipeline.detect`` + the foreachBatch writer) over the synthetic
+    files, one file per trigger, with ``store``'s state store provider and a fresh checkpoint."""
+    from streaming.alerts import AlertConfig, Enricher
+    from streaming.config import engine_config, load_config
+    from streaming.events import spark_schema
+    from streaming.pipeline import SinkSet, detect, make_batch_writer
+
+    cfg = load_config(None, env={})
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDERS[store])
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    ck = work / f"checkpoint-scale-{store}"
+    stats: list[dict] = []
+    sinks = SinkSet(on_batch=[lambda b, s: stats.append({"batch": b, "open": len(s["open_transactions"]),
+                                                         "alerts": len(s["alerts"]), "writer_s": s["duration_s"]})])
+    events = spark.readStream.schema(spark_schema()).option("maxFilesPerTrigger", 1).parquet(str(events_dir))
+    enricher = Enricher(AlertConfig(), str(ck) + "-sink.json")
+    w = detect(events, engine_config(cfg, coordinator_available=False)).writeStream.outputMode("update") \
+        .option("checkpointLocation", str(ck)).foreachBatch(make_batch_writer(enricher, sinks))
+    t0 = time.perf_counter()
+    q = w.trigger(availableNow=True).start()
+    q.awaitTermination(timeout_s)
+    elapsed = time.perf_counter() - t0
+    if q.isActive:
+        q.stop()
+    if q.exception() is not None:
+        raise RuntimeError(str(q.exception()))
+    triggers = []
+    for p in q.recentProgress:
+        op = (p.get("stateOperators") or [{}])[0]
+        triggers.append({"batch": p["batchId"], "rows_in": p["numInputRows"],
+                         "trigger_ms": p["durationMs"].get("triggerExecution"),
+                         "add_batch_ms": p["durationMs"].get("addBatch"),
+                         "state_rows": op.get("numRowsTotal"), "state_updated": op.get("numRowsUpdated"),
+                         "state_update_ms": op.get("allUpdatesTimeMs"), "state_commit_ms": op.get("commitTimeMs"),
+                         "state_memory_bytes": op.get("memoryUsedBytes"),
+                         "custom": {k: v for k, v in (op.get("customMetrics") or {}).items()
+                                    if k in ("rocksdbTotalBytesWritten", "rocksdbSstFileSize",
+                                             "rocksdbPinnedBlocksMemoryUsage", "stateOnCurrentVersionSizeBytes")}})
+    state_bytes, state_files = du(ck / "state")
+    ck_bytes, ck_files = du(ck)
+    from pyspark.sql import functions as F
+
+    # State documents of producers with and without an open transaction (the "open" object of a
+    # partition is what an open transaction adds to its producer's document).
+    doc = F.col("value.groupState.doc")
+    docs = {r["has_open"]: (r["n"], r["mean"], r["max"]) for r in spark.read.format("statestore").load(str(ck))
+            .select(doc.contains('"open":{').alias("has_open"), F.length(doc).alias("len"))
+            .groupBy("has_open").agg(F.count("*").alias("n"), F.avg("len").alias("mean"), F.max("len").alias("max"))
+            .collect()}
+    return {"store": store, "seconds": round(elapsed, 1), "triggers": triggers, "writer": stats,
+            "state_dir_bytes": state_bytes, "state_dir_files": state_files,
+            "checkpoint_bytes": ck_bytes, "checkpoint_files": ck_files,
+            "driver_open_transactions": stats[-1]["open"] if stats else None,
+            "docs_open": docs.get(True), "docs_closed": docs.get(False)}
+
+
+def scale_main(args: argparse.Namespace) -> int:
+    import resource
+
+    from streaming.pipeline import spark_session
+
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="txnwatch-state-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        now_ms = 1_700_000_000_000
+        t0 = time.perf_counter()
+        files = synthetic_files(work / "events", producers=args.scale_producers, open_txns=args.scale_open,
+                                files=args.scale_files, extra_triggers=args.scale_triggers, touch=args.scale_touch,
+                                partitions=args.scale_partitions, now_ms=now_ms)
+        print(f"state at scale: {args.scale_producers:,} producer ids, {args.scale_open:,} open, "
+              f"{args.scale_partitions} partitions; {len(files)} event files written in "
+              f"{time.perf_counter() - t0:.1f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
+        spark = spark_session(app="txnwatch-state-scale", master=args.master,
+                              conf={"spark.sql.shuffle.partitions": str(args.shuffle_partitions)})
+        results = []
+        for store in args.store:
+            r = measure_scale(spark, store, work / "events", work, len(files),
+                              shuffle_partitions=args.shuffle_partitions, timeout_s=args.timeout)
+            r["load_average"] = round(os.getloadavg()[0], 2)
+            results.append(r)
+            _print_scale(r, args)
+        spark.stop()
+        if args.json:
+            print(json.dumps({"producers": args.scale_producers, "open": args.scale_open,
+                              "partitions": args.scale_partitions, "files": args.scale_files,
+                              "steady_triggers": args.scale_triggers, "touch": args.scale_touch,
+                              "shuffle_partitions": args.shuffle_partitions, "python": platform.python_version(),
+                              "driver_max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                              "results": results}, indent=2))
+        return 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _print_scale(r: dict, args: argparse.Namespace) -> None:
+    print(f"{r['store']}: {r['seconds']} s for {len(r['triggers'])} triggers, load average {r['load_average']}")
+    print(f"  {'batch':>5} {'rows in':>9} {'trigger ms':>10} {'state upd ms':>12} {'commit ms':>9} "
+          f"{'state rows':>10} {'state mem B':>13}")
+    for t in r["triggers"]:
+        print(f"  {t['batch']:>5} {t['rows_in']:>9,} {t['trigger_ms'] or 0:>10,} {t['state_update_ms'] or 0:>12,} "
+              f"{t['state_commit_ms'] or 0:>9,} {t['state_rows'] or 0:>10,} {t['state_memory_bytes'] or 0:>13,}")
+    steady = [t for t in r["triggers"] if t["batch"] >= args.scale_files]
+    last = r["triggers"][-1] if r["triggers"] else {}
+    rows = last.get("state_rows") or 0
+    print(f"  state store: {rows:,} rows; state/ on disk {r['state_dir_bytes']:,} B in {r['state_dir_files']} files; "
+          f"checkpoint {r['checkpoint_bytes']:,} B")
+    if steady:
+        med = sorted(t["trigger_ms"] for t in steady)[len(steady) // 2]
+        upd = sorted(t["state_update_ms"] or 0 for t in steady)[len(steady) // 2]
+        print(f"  steady triggers ({args.scale_touch:,} events each, full store): median trigger {med:,} ms, "
+              f"state update {upd:,} ms")
+    mem = last.get("state_memory_bytes")
+    if mem and rows:
+        print(f"  state store memory (memoryUsedBytes) {mem:,} B = {mem / rows:,.0f} B per producer id")
+    do, dc = r.get("docs_open"), r.get("docs_closed")
+    if do and dc:
+        extra = do[1] - dc[1]
+        print(f"  state documents: {do[0]:,} with an open transaction, mean {do[1]:,.0f} B (max {do[2]:,}); "
+              f"{dc[0]:,} without, mean {dc[1]:,.0f} B; an open transaction adds {extra:,.0f} B "
+              f"(target <= 1 KB: {'MET' if extra <= 1024 else 'NOT MET'})")
+    if mem and rows and do and dc:
+        per_row = mem / rows
+        print(f"  memory per open transaction, counting its producer's whole row: "
+              f"{per_row * do[1] / ((do[0] * do[1] + dc[0] * dc[1]) / rows):,.0f} B "
+              f"(memoryUsedBytes shared out by document length)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=20, help="scenario size in MB (target_bytes = MB * 1,000,000)")
@@ -128,7 +344,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--keep", help="write the scenario and checkpoints here (no log/ inside yet) and keep them")
     ap.add_argument("--json", action="store_true")
+    g = ap.add_argument_group("state at scale (issue 23 item 4): synthetic events straight into the state operator")
+    g.add_argument("--scale-producers", type=int, default=0,
+                   help="producer ids (e.g. 1000000); 0 = the random-mix measurement above instead")
+    g.add_argument("--scale-open", type=int, default=50000, help="of which with an open transaction")
+    g.add_argument("--scale-partitions", type=int, default=1000, help="partitions they write to")
+    g.add_argument("--scale-files", type=int, default=10, help="triggers that bring the producers in")
+    g.add_argument("--scale-triggers", type=int, default=5, help="steady-state triggers after that")
+    g.add_argument("--scale-touch", type=int, default=1000, help="events per steady-state trigger")
+    g.add_argument("--timeout", type=float, default=3600.0, help="seconds per store before the query is stopped")
     args = ap.parse_args(argv)
+    if args.scale_producers:
+        return scale_main(args)
 
     from pyspark.sql import functions as F
 
