@@ -639,7 +639,12 @@ def event_records(df: Any) -> list[dict[str, Any]]:
         elif typ in ("long", "int", "short"):
             obj = (col.fillna(0) if has_null else col).to_numpy(dtype=np.int64).astype(object)
         elif typ == "bool":
-            obj = (col.fillna(False) if has_null else col).to_numpy(dtype=bool).astype(object)
+            # astype(bool) of an object array is bool(v) per cell (Spark hands booleans over as
+            # object); the null cells are set to None below
+            raw = col.to_numpy(dtype=object, copy=True)
+            if has_null:
+                raw[mask] = False
+            obj = raw.astype(bool).astype(object)
         else:
             obj = col.to_numpy(dtype=object)
             if has_null:
