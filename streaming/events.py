@@ -228,23 +228,78 @@ def to_frame(rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
             empty = None if target == "object" else pd.NaT if typ == "timestamp" else pd.NA
             cols[name] = pd.Series(empty, index=index, dtype=target)
             continue
-        col = df[name]
-        if str(col.dtype) == target and target != "object":
-            cols[name] = col
-        elif typ == "timestamp":
-            if len(col) and col.notna().any() and pd.api.types.is_numeric_dtype(col.dropna()):
-                cols[name] = pd.to_datetime(col, unit="ms", utc=True).astype(target)
-            else:
-                cols[name] = pd.to_datetime(col, utc=True).astype(target)
-        elif typ in ("string", "array<string>"):
-            cols[name] = col.astype("object").where(col.notna(), None)
-        else:
-            cols[name] = col.astype(target)
+        cols[name] = _typed_column(df[name], typ)
     return pd.DataFrame(cols, index=index)
 
 
+def _typed_column(col: pd.Series, typ: str) -> pd.Series:
+    """One column of :func:`to_frame`: ``col`` in the pandas dtype of event field type ``typ``."""
+    import pandas as pd
+
+    target = _PANDAS_DTYPES[typ]
+    if str(col.dtype) == target and target != "object":
+        return col
+    if typ == "timestamp":
+        if len(col) and col.notna().any() and pd.api.types.is_numeric_dtype(col.dropna()):
+            return pd.to_datetime(col, unit="ms", utc=True).astype(target)
+        return pd.to_datetime(col, utc=True).astype(target)
+    if typ in ("string", "array<string>"):
+        return col.astype("object").where(col.notna(), None)
+    return col.astype(target)
+
+
 def to_arrow(df: pd.DataFrame) -> pa.RecordBatch:
-    """Typed event frame → Arrow record batch with :func:`arrow_schema` (for data sources)."""
+    """Event frame (typed, or untyped as :func:`to_frame` takes it) → Arrow record batch with
+    :func:`arrow_schema` (for data sources): the batch ``RecordBatch.from_pandas(to_frame(df))``
+    gives. Numeric, boolean and string columns go to Arrow straight from their numpy values
+    (typing every column as a pandas extension array first was most of the cost of a read's
+    last step); any other column takes :func:`to_frame`'s conversion."""
+    import numpy as np
     import pyarrow as pa
 
-    return pa.RecordBatch.from_pandas(to_frame(df), schema=arrow_schema(), preserve_index=False)
+    schema = arrow_schema()
+    df = df.reset_index(drop=True)
+    n = len(df)
+    arrays = []
+    for (name, typ), f in zip(EVENT_FIELDS, schema, strict=True):
+        if name not in df.columns:
+            arrays.append(pa.nulls(n, f.type))
+            continue
+        col = df[name]
+        arr = _arrow_column(col, typ, f.type, np, pa)
+        if arr is None:
+            arr = pa.Array.from_pandas(_typed_column(col, typ), type=f.type)
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _arrow_column(col: pd.Series, typ: str, pa_type: Any, np: Any, pa: Any) -> Any:
+    """``col`` as :func:`to_frame` then Arrow would type it, or None to leave it to them."""
+    dt = col.dtype
+    kind = getattr(dt, "kind", "O") if isinstance(dt, np.dtype) else None
+    if typ in ("long", "int", "short"):
+        if kind in ("i", "u"):
+            return pa.array(col.to_numpy(), type=pa_type)  # safe cast: overflow raises
+        if kind == "f":
+            v = col.to_numpy()
+            mask = np.isnan(v)
+            whole = np.where(mask, 0.0, v)
+            if not np.array_equal(whole, np.trunc(whole)):
+                return None  # to_frame's astype raises on a fractional value: let it
+            return pa.array(whole, type=pa_type, mask=mask)
+        return None
+    if typ == "bool" and kind == "b":
+        return pa.array(col.to_numpy(), type=pa_type)
+    if typ == "timestamp" and kind in ("i", "u") and len(col):
+        return pa.array(col.to_numpy().astype(np.int64) * 1000, type=pa_type)  # epoch ms -> us
+    if typ == "string" and kind == "O":
+        mask = col.isna().to_numpy()
+        v = col.to_numpy(dtype=object)
+        if mask.any():
+            v = v.copy()
+            v[mask] = None
+        try:
+            return pa.array(v, type=pa_type)  # str cells only: anything else raises
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return None
+    return None

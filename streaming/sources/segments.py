@@ -34,7 +34,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -44,7 +43,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
 from streaming.clock_guard import DEFAULT_TOLERANCE_MS, guarded_clock
-from streaming.events import arrow_schema, spark_schema, to_frame
+from streaming.events import spark_schema, to_arrow
 from streaming.sources.logdir import (
     Chunk,
     chunks_between,
@@ -170,8 +169,7 @@ def _read_partition(p: SegmentsPartition | SegmentsGroup, opts: dict[str, Any]) 
                                  txn_partition_count=opts["txn_partitions"], typed=False))
     frames = [f for f in frames if len(f)]
     if frames:
-        df = to_frame(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
-        yield pa.RecordBatch.from_pandas(df, schema=arrow_schema(), preserve_index=False)
+        yield to_arrow(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
 
 
 class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
