@@ -69,7 +69,12 @@ class Pending:
 
 
 class ClientCore:
-    """Configuration, transport, request path and metadata cache shared by every Kafka API."""
+    """Configuration, transport, request path and metadata cache shared by every Kafka API.
+
+    The underscore attributes (``_config``, ``_transport``, ``_cache``, ``_stalled``, ``_send``,
+    ...) are the package's own: the API modules of :mod:`streaming.sources.kafka_client` use them,
+    callers of :class:`~streaming.sources.kafka_wire.KafkaWire` use its public methods.
+    """
 
     def __init__(self, config: dict[str, Any], transport: TransportFactory | None = None):
         self._config = config
