@@ -56,6 +56,7 @@ from streaming.group_hold import DEFAULT_HOLD_MAX_BYTES, classify_groups, commit
 from streaming.sources.kafka_security import authorization_message, principal_of
 from streaming.sources.kafka_wire import KafkaAuthorizationError
 from streaming.verdict import DescribeProducersAnswer
+from udfs.offset_commit import held_groups, pending_by_partition
 
 log = logging.getLogger(__name__)
 
@@ -620,21 +621,18 @@ def held_offset_commits(evidence: Any, partition: int, producer_id: int,
     pending = evidence.pending_offset_commits(partition, producer_id, first_offset)
     if pending is None:
         return None
+    pending = pending_by_partition(pending)
     wanted: dict[str, set[tuple[str, int]]] = {}
     for e in pending:
         if e["group"] is not None:
             wanted.setdefault(e["group"], set()).add((e["topic"], e["partition"]))
     ask = getattr(evidence, "unstable_offsets", None)
     unstable = ask({g: sorted(tps) for g, tps in wanted.items()}) if ask is not None and wanted else None
-    by_tp: dict[tuple, dict[str, Any]] = {}
-    for n, e in enumerate(pending):
-        # the same partition committed twice in one transaction: the later commit is the pending one
-        k = (e["group"], e["topic"], e["partition"]) if e["group"] is not None else (None, None, n)
-        by_tp[k] = {"group": e["group"], "topic": e["topic"], "partition": e["partition"],
-                    "committed_offset": e["committed_offset"], "record_offset": e["offset"],
-                    "unstable": None if unstable is None or e["group"] is None else unstable.get(k),
-                    "reason": e["reason"]}
-    return list(by_tp.values())
+    return [{"group": e["group"], "topic": e["topic"], "partition": e["partition"],
+             "committed_offset": e["committed_offset"], "record_offset": e["offset"],
+             "unstable": (None if unstable is None or e["group"] is None
+                          else unstable.get((e["group"], e["topic"], e["partition"]))),
+             "reason": e["reason"]} for e in pending]
 
 
 def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
@@ -688,10 +686,17 @@ def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
                                           + [p for p in problems if p.startswith(DESCRIBE_TRANSACTIONS)]}
     alert["evidence"] = found or alert.get("evidence")
     alert["confirmed_by"] = confirmed if (dp is not None or dt is not None) else None
-    if topic == OFFSETS_TOPIC and getattr(evidence, "pending_offset_commits", None) is not None:
-        alert["pending_offset_commits"] = held_offset_commits(evidence, partition, pid, first)
     tv = getattr(evidence, "transaction_version", None)
     alert["transaction_version"] = tv() if tv is not None else None
+    if topic == OFFSETS_TOPIC:
+        # kind group-offsets-held: the groups it holds are those whose offset commits it keeps
+        # pending (OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT), not readers of
+        # __consumer_offsets; "lagging" does not apply to them.
+        if getattr(evidence, "pending_offset_commits", None) is not None:
+            alert["pending_offset_commits"] = held_offset_commits(evidence, partition, pid, first)
+            alert["blocked_groups"] = held_groups(alert["pending_offset_commits"])
+            alert["lagging_groups"] = None
+        return alert
     positions = getattr(evidence, "group_positions", None)
     if positions is not None:
         held_lagging = positions(topic, partition, first)
