@@ -112,7 +112,8 @@ def _offsets_partition() -> bytes:
 import pytest  # noqa: E402
 
 
-@pytest.mark.parametrize("version,unstable", [((4, 0), True), ((2, 3), None)], ids=["4.0", "2.3-no-require-stable"])
+@pytest.mark.parametrize("version,unstable", [((4, 0), True), ((3, 0), True), ((2, 3), None)],
+                         ids=["4.0", "3.0", "2.3-no-require-stable"])
 def test_annotate_names_the_held_offset_commits(tmp_path: Path, version, unstable) -> None:
     from streaming.broker_confirm import KafkaBrokerConfirm, annotate
     from streaming.quality.alert_contract import alert_errors
@@ -120,17 +121,24 @@ def test_annotate_names_the_held_offset_commits(tmp_path: Path, version, unstabl
 
     with FakeKafkaBroker(tmp_path / "logs", broker_version=version) as broker:
         broker.create_topic("__consumer_offsets", 4)
+        # The group coordinator loads this partition (GroupMetadataManager.loadGroupsAndOffsets):
+        # producer 100's commits of billing orders-0/orders-1 stay pending (no marker), producer
+        # 101's reports clicks-0 -> 5 is committed by its COMMIT marker at offset 3.
         broker.append_raw("__consumer_offsets", 3, _offsets_partition())
-        # the coordinator holds billing's orders-0/orders-1 pending (GroupMetadataManager.getOffsets)
         broker.commit_offsets("billing", {("orders", 0): 30, ("orders", 1): 50})
-        broker.pend_offset_commits("billing", {("orders", 0), ("orders", 1)})
         alert = {"status": "hanging", "topic": "__consumer_offsets", "partition": 3, "producer_id": 100,
                  "first_offset": 0}
         with KafkaBrokerConfirm(broker.bootstrap_servers, request_timeout_ms=5000) as confirm:
             annotate(alert, confirm)
-            if unstable:  # a partition without a pending commit answers its offset
-                assert confirm.unstable_offsets({"billing": [("orders", 0), ("orders", 2)]}) == {
-                    ("billing", "orders", 0): True, ("billing", "orders", 2): False}
+            if unstable:  # OffsetFetch v7+ require_stable (KIP-447): pending -> UNSTABLE_OFFSET_COMMIT
+                assert confirm.unstable_offsets({"billing": [("orders", 0), ("orders", 2)],
+                                                 "reports": [("clicks", 0)]}) == {
+                    ("billing", "orders", 0): True, ("billing", "orders", 2): False,
+                    ("reports", "clicks", 0): False}
+        # OffsetFetch asked with require_stable only where the broker has v7 (2.5+); 2.3 is not asked
+        stable = [r for r in broker.requests_for("offset_fetch") if getattr(r.request, "require_stable", False)]
+        assert bool(stable) == bool(unstable) and all(r.version == 7 for r in stable)
+    assert alert["blocked_groups"] == ["billing"] and alert["lagging_groups"] is None
     assert alert["pending_offset_commits"] == [
         {"group": "billing", "topic": "orders", "partition": 0, "committed_offset": 45, "record_offset": 4,
          "unstable": unstable, "reason": None},

@@ -3,7 +3,8 @@
 
 Options: ``bootstrap_servers`` (required), ``topics`` (JSON list) and/or ``topic_pattern``
 (regex, re-evaluated every trigger), ``include_internal`` (let the pattern match internal topics
-such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
+such as ``__consumer_offsets``), ``watch_consumer_offsets`` (default true: ``__consumer_offsets`` is
+watched whatever the pattern, for its open transactional offset commits), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
 JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
 coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
 ``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes`` (per
@@ -118,6 +119,7 @@ from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
 TXN_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
 log = logging.getLogger(__name__)
 
 
@@ -141,6 +143,8 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "topics": topics,
         "pattern": pattern,
         "include_internal": options.get("include_internal", "false").lower() == "true",
+        # __consumer_offsets is watched unless turned off (issue 25: groups held by open offset commits)
+        "watch_consumer_offsets": options.get("watch_consumer_offsets", "true").lower() != "false",
         "starting": start,
         "max_offsets": int(mopt) if mopt not in (None, "", "0", "None") else None,
         "fetch_max_bytes": int(options.get("fetch_max_bytes", str(4 << 20))),
@@ -302,6 +306,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.opts = _options(options)
         self._down_since: int | None = None  # wall ms of the first plan no broker answered
         self._probe_stalled: dict[str, str] = {}  # partitions whose leader did not answer the probe in time
+        self._offsets_readable: bool | None = None  # Read on __consumer_offsets, checked once
 
     def _discover(self) -> list[tuple[str, int]]:
         w = _wire(self.opts)
@@ -309,7 +314,35 @@ class KafkaStreamReader(DataSourceStreamReader):
         if self.opts["topics"] and self.opts["pattern"]:
             found.update(w.partitions(self.opts["topics"], None, True))
         found.update(self._txn_partitions(w))
+        if self.opts["watch_consumer_offsets"] and OFFSETS_TOPIC not in found:
+            found.update(self._offsets_partitions(w))
         return sorted((t, p) for t, ps in found.items() for p in ps)
+
+    def _offsets_partitions(self, w: KafkaWire) -> dict[str, list[int]]:
+        """``__consumer_offsets``'s partitions, watched like data partitions (issue 25 item 1): an
+        open transaction there is a TxnOffsetCommit that holds its consumer groups
+        (UNSTABLE_OFFSET_COMMIT). Taken from the all-topics listing (never named: brokers before
+        2.8 would create it). Read on it is checked once with one small Fetch: a principal without
+        it is told which ACL to add and the data partitions are watched as before, instead of the
+        job stopping on the first read (the one clear error a watched data topic gets)."""
+        listed = w.partitions(None, None, True)
+        parts = listed.get(OFFSETS_TOPIC)
+        if not parts:
+            return {}
+        if self._offsets_readable is None:
+            try:
+                start = w.offsets([(OFFSETS_TOPIC, parts[0])])[(OFFSETS_TOPIC, parts[0])].log_start
+                w.fetch(OFFSETS_TOPIC, parts[0], max(int(start), 0), 1024)
+                self._offsets_readable = True
+            except KafkaAuthorizationError as exc:
+                log.warning("kafka source: not watching %s (open transactional offset commits that hold consumer "
+                            "groups): %s. Grant Read on it (docs/deployment.md) or set [kafka] "
+                            "watch_consumer_offsets = false", OFFSETS_TOPIC, exc)
+                self._offsets_readable = False
+            except KafkaWireError as exc:
+                log.info("kafka source: %s not readable yet (%s): looking again next trigger", OFFSETS_TOPIC, exc)
+                return {}
+        return {OFFSETS_TOPIC: parts} if self._offsets_readable else {}
 
     def _txn_partitions(self, w: KafkaWire) -> dict[str, list[int]]:
         """``__transaction_state``'s partitions, from a list of all topics: never from a Metadata
