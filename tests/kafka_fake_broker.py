@@ -67,7 +67,8 @@ What is modelled (and how faithfully)
   ``ProducerAppendInfo.append``; ``KafkaApis.handleDescribeProducersRequest`` ->
   ``ReplicaManager.activeProducerState`` -> ``UnifiedLog.activeProducers``); a non-leader
   answers NOT_LEADER_OR_FOLLOWER (``getPartitionOrError``).
-* **DescribeTransactions** v0 / **ListTransactions** v0-1 (KIP-664, 3.0+): the coordinator's
+* **DescribeTransactions** v0 / **ListTransactions** v0-2 (KIP-664, 3.0+; v1 duration filter, KIP-994;
+  v2 transactional-id pattern, KIP-1152): the coordinator's
   in-memory transaction metadata (``TransactionCoordinator.handleDescribeTransactions`` /
   ``handleListTransactions``): DESCRIBE on the TransactionalId, topics the principal may not
   Describe left out; ids from InitProducerId/AddPartitionsToTxn/EndTxn or
@@ -303,7 +304,7 @@ DEFAULT_API_VERSIONS: dict[int, tuple[int, int]] = {
     # consumer-group reads txnwatch's blocked-groups lookup uses
     DescribeProducersRequest.API_KEY: (0, 0),
     DescribeTransactionsRequest.API_KEY: (0, 0),
-    ListTransactionsRequest.API_KEY: (0, 1),
+    ListTransactionsRequest.API_KEY: (0, 2),
     ListGroupsRequest.API_KEY: (0, 5),
     OffsetFetchRequest.API_KEY: (1, 9),
     # the admin abort (tests/kafka_fake_txn_markers.py)
@@ -2362,6 +2363,12 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         for name in request.state_filters:
             (wanted.add if name in known else unknown.append)(name)
         duration = request.duration_filter if version >= 1 else -1
+        # v2 (4.1+, KIP-1152, KAFKA-19073): TransactionalIdPattern, a Java regex; null or empty
+        # lists every id. TransactionStateManagerTest.testListTransactionsFiltering: ".*special-.*"
+        # lists "my-special-0" and "their-special-2", "nothing" lists none. Modelled as a match of
+        # the whole id (Python's re reads the escaped, anchored patterns txnwatch sends as Java does).
+        pattern = re.compile(request.transactional_id_pattern) \
+            if version >= 2 and request.transactional_id_pattern else None
         now = int(time.time() * 1000)
         if node.node_id == self._nodes[0].node_id:
             for tid, txn in sorted(self._coordinator_txns().items()):
@@ -2370,6 +2377,8 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                 if request.state_filters and txn.state not in wanted:
                     continue
                 if duration >= 0 and now - txn.start_ms <= duration:
+                    continue
+                if pattern is not None and not pattern.fullmatch(tid):
                     continue
                 if self._authorized("Describe", "TransactionalId", tid):
                     states.append(Item(transactional_id=tid, producer_id=txn.producer_id,
