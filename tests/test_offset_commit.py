@@ -175,8 +175,9 @@ def test_scan_names_the_held_offset_commits_from_segments_and_dumps(tmp_path: Pa
     cfg["cluster"] = "offline"
     as_of = 1_700_000_000_000 + 3_600_000  # an hour after the writes: past any transaction timeout
     findings, _gaps = scan_paths([str(tmp_path / "logs")], cfg, as_of_ms=as_of, engine="local")
-    (f,) = [a for a in findings if a["topic"] == "__consumer_offsets"]
+    (f,) = [a for a in findings if a["topic"] == "__consumer_offsets"]  # 101's committed one is no finding
     assert (f["partition"], f["producer_id"], f["first_offset"], f["status"]) == (3, 100, 0, "hanging")
+    assert (f["kind"], f["blocked_groups"]) == ("group-offsets-held", ["billing"])
     assert f["pending_offset_commits"] == [
         {"group": "billing", "topic": "orders", "partition": 0, "committed_offset": 45, "record_offset": 4,
          "unstable": None, "reason": None},
@@ -211,3 +212,20 @@ def test_status_page_shows_the_held_offset_commits() -> None:
     assert "behind it: etl" in page
     finding = render.finding_page(s.finding("prod/__consumer_offsets/3/100/0"))
     assert "Consumer-group offset commits it holds" in finding and "billing orders-0 → 45" in finding
+
+
+def test_pending_commits_per_partition_follow_the_coordinator_load():
+    """GroupMetadataManager.loadGroupsAndOffsets: within one producer's open transaction the later
+    record of a group/topic/partition replaces the earlier (pendingOffsets(producerId).put) and a
+    record without value removes it (pendingOffsets(producerId).remove)."""
+    from udfs.offset_commit import held_groups, pending_by_partition
+
+    seg = _txn(0, 100, [(key("billing", "orders", 0), value(40)), (key("billing", "orders", 1), value(57)),
+                        (key("audit", "orders", 0), value(3))]) \
+        + _txn(3, 100, [(key("billing", "orders", 0), value(45)), (key("audit", "orders", 0), None)])
+    got = pending_by_partition(open_offset_commits(seg))
+    assert [(e["group"], e["topic"], e["partition"], e["committed_offset"], e["offset"]) for e in got] == [
+        ("billing", "orders", 0, 45, 3), ("billing", "orders", 1, 57, 1)]
+    assert held_groups([dict(e, unstable=None) for e in got]) == ["billing"]
+    # a group the coordinator answers stable (OffsetFetch require_stable gave an offset) is not held
+    assert held_groups([dict(got[0], unstable=False), dict(got[1], group="etl", unstable=True)]) == ["etl"]
