@@ -321,12 +321,12 @@ class KafkaStreamReader(DataSourceStreamReader):
     def _offsets_partitions(self, w: KafkaWire) -> dict[str, list[int]]:
         """``__consumer_offsets``'s partitions, watched like data partitions (issue 25 item 1): an
         open transaction there is a TxnOffsetCommit that holds its consumer groups
-        (UNSTABLE_OFFSET_COMMIT). Taken from the all-topics listing (never named: brokers before
-        2.8 would create it). Read on it is checked once with one small Fetch: a principal without
+        (UNSTABLE_OFFSET_COMMIT). Taken from the all-topics listing :meth:`_txn_partitions` just
+        made (never named: brokers before 2.8 would create it). Read on it is checked once with one small Fetch: a principal without
         it is told which ACL to add and the data partitions are watched as before, instead of the
         job stopping on the first read (the one clear error a watched data topic gets)."""
-        listed = w.partitions(None, None, True)
-        parts = listed.get(OFFSETS_TOPIC)
+        listed = getattr(self, "_listed_all", None)
+        parts = (listed if listed is not None else w.partitions(None, None, True)).get(OFFSETS_TOPIC)
         if not parts:
             return {}
         if self._offsets_readable is None:
@@ -353,6 +353,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         transactional producer (the first InitProducerId with a transactional id creates it): the
         data partitions are watched all the same, and the next listing finds it once it exists."""
         listed = w.partitions(None, None, True)
+        self._listed_all = listed  # reused by _offsets_partitions: one all-topics listing per discovery
         if TXN_TOPIC in listed:
             self._no_txn_topic_logged = False
             return {TXN_TOPIC: listed[TXN_TOPIC]}
