@@ -125,7 +125,7 @@ def test_without_read_on_consumer_offsets_it_is_left_out_with_one_warning(tmp_pa
     with FakeKafkaBroker(tmp_path / "logs", broker_version=(4, 0)) as broker:
         stage(broker)
         broker.deny("Read", "Topic", OFFSETS)
-        with caplog.at_level(logging.WARNING, logger="streaming.sources.kafka"):
+        with caplog.at_level(logging.WARNING):
             r = _reader(broker)
             assert _watched(r) == {"orders", "__transaction_state"}
             r.latestOffset(r.initialOffset(), None)
