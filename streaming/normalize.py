@@ -77,7 +77,7 @@ def data_events(
             "record_count": m["record_count"],
             "bytes": m["batch_size"],
             "empty_batches": m["empty"].astype(np.int64),
-            "marker": np.array([control_name(t) for t in m["control_type"].tolist()], dtype=object),
+            "marker": _control_names(m["control_type"]),
             "coordinator_epoch": m["coordinator_epoch"],
             "first_position": m["position"],
         })
@@ -94,10 +94,20 @@ def data_events(
     final["source"] = np.full(n_out, source, dtype=object)
     final["cluster"] = np.full(n_out, cluster, dtype=object)
     final["event_time"] = np.full(n_out, event_time_ms)
-    final["source_position"] = np.array([position_format.format(prefix=prefix, pos=p)
-                                         for p in out["first_position"].tolist()], dtype=object)
+    if position_format == "{prefix}@{pos}":  # the default, without a format() call per row
+        head = f"{prefix}@"
+        final["source_position"] = np.array([head + str(p) for p in out["first_position"].tolist()], dtype=object)
+    else:
+        final["source_position"] = np.array([position_format.format(prefix=prefix, pos=p)
+                                             for p in out["first_position"].tolist()], dtype=object)
     frame = pd.DataFrame(final)
     return to_frame(frame) if typed else frame
+
+
+def _control_names(codes: np.ndarray) -> np.ndarray:
+    """``control_name`` of every code, called once per distinct code."""
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    return np.array([control_name(t) for t in uniq.tolist()] + [None], dtype=object)[:-1][inverse.reshape(-1)]
 
 
 def _concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
