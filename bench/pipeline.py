@@ -438,8 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = full.seconds - one_spark.seconds
         ratio = pipeline / decode_s
         pc = full.cpu - one_spark.cpu
+        judged = verdict(ratio, TARGET_RATIO) if pipeline > 0 else "not judged: the difference is noise"
         print(f"  spark engine: dataset - one-file = {pipeline:.2f} s = {ratio:.1f}x decode "
-              f"(target <= {TARGET_RATIO:.0f}x: {verdict(ratio, TARGET_RATIO)}); "
+              f"(target <= {TARGET_RATIO:.0f}x: {judged}); "
               f"{f'{batches / pipeline:,.0f} batches/s' if pipeline > 0 else 'below the one-file scan: noise'}; "
               f"CPU time (JVM and workers included) {pc:.2f} s = {pc / decode_cpu:.1f}x decode CPU")
     floor = min(bare.seconds, bare2.seconds)
