@@ -118,6 +118,8 @@ from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
 TXN_TOPIC = "__transaction_state"
+# The error of every partition while no broker answers Metadata (gap reason "unavailable: ...").
+NO_BROKER_ANSWERED = "no broker answered"
 log = logging.getLogger(__name__)
 
 
@@ -399,6 +401,19 @@ class KafkaStreamReader(DataSourceStreamReader):
         log.warning("kafka source: no broker answered (%s); retrying, %d s left before giving up", exc,
                     (self.opts["unavailable_timeout_ms"] - waited) // 1000)
 
+    def _all_unavailable(self, start: dict, now: int) -> dict:
+        """The plan while no broker answers: every partition known so far is unavailable (its gap
+        row, no progress row, no read), so the job's availability records, progress line and
+        metrics show the outage instead of running no micro-batch at all. Offsets, the clock and
+        what earlier plans carried (ids, deleted topics, unread rest, probe memo) stay as they were;
+        nothing of the previous plan's one-off work (resets, rereads, drops, probe reads) repeats.
+        Every partition is asked again at the next trigger: the whole cluster is asked anyway."""
+        was_down = start.get("unavail", {})
+        unavail = {k: {**self._still_down(was_down.get(k), NO_BROKER_ANSWERED, now), "retry_at": now}
+                   for k in sorted(set(start["parts"]) | set(was_down))}
+        carried = ("parts", "clock", "ids", "gone", "behind", "unread_seen", "seen", "txn_n", "probe")
+        return {**{k: start[k] for k in carried if k in start}, "planned": now, "unavail": unavail}
+
     def _ride_through(self, offs: dict, down: dict) -> None:
         """``run --once``: wait (bounded by ``ride_through_ms``) for unavailable partitions to
         come back, so a short leader election does not leave a partition unread."""
@@ -428,7 +443,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             offs, down = self._offsets_settled(ask, parts, known_ids)
         except KafkaUnavailable as exc:
             self._cluster_down(exc, now)
-            return start  # unchanged offsets: Spark runs no micro-batch
+            return self._all_unavailable(start, now)
         self._down_since = None
         if down:
             self._ride_through(offs, down)
