@@ -224,8 +224,29 @@ def test_run_once_rides_through_a_short_outage(sc):
         r = reader(broker, ride_through_ms="20000")
         init = r.initialOffset()
         broker.offline("orders", 1)
-        threading.Timer(0.5, broker.online, args=("orders", 1)).start()
+
+        def asked() -> int:
+            return len(broker.requests_for("metadata")) + len(broker.requests_for("list_offsets"))
+
+        # what one plan without the ride-through asks while the partition is leaderless
+        plain = reader(broker)
+        plain_init = plain.initialOffset()
+        before = asked()
+        assert plain.latestOffset(plain_init, None)["unavail"]
+        one_plan = asked() - before
+        before = asked()
+
+        def election_ends() -> None:
+            # the election ends once planning has asked about the leaderless partition more than a
+            # plan that gives up would (it is riding through), not after a guessed time
+            wait_until(lambda: asked() >= before + one_plan + 2, "the ride-through's repeated questions",
+                       timeout_s=30, poll_s=0.005)
+            broker.online("orders", 1)
+
+        election = threading.Thread(target=election_ends, daemon=True)
+        election.start()
         end = r.latestOffset(init, None)
+        election.join(30)
         assert not end["unavail"]
         assert ("orders", 1) in progressed(events(r, init, end))
 
