@@ -57,10 +57,6 @@ def findings(job: LiveJob) -> list[dict]:
                   key=lambda f: (f["topic"], f["partition"], f["first_offset"]))
 
 
-def fetch_bytes(broker) -> int:
-    return sum(len(getattr(r, "records", b"") or b"") for r in broker.requests_for("Fetch"))
-
-
 # retention-restart live: the fake broker rebuilds producer state from the segments it serves only,
 # not from the snapshot a restarted broker loads (UnifiedLog.rebuildProducerState ->
 # ProducerStateManager.truncateAndReload/loadFromSnapshot), so its DescribeProducers and open
@@ -126,7 +122,9 @@ def test_probe_without_following_sees_the_oldest_open_transaction_only(tmp_path,
         assert projected(got["probe"]) == projected(first.values())
 
 
-def _requested(broker, since: int, api: str = "Fetch") -> set[tuple[str, int]]:
+def _requested(broker, since: int, api: str = "fetch") -> set[tuple[str, int]]:
+    """Partitions named in requests of ``api`` since request ``since`` (the fake records API
+    names as kafka-python spells them: ``fetch``, ``list_offsets``)."""
     out = set()
     for r in broker.requests[since:]:
         if r.api != api:
