@@ -149,7 +149,8 @@ def test_run_subprocess_logs_progress_and_stops_on_sigterm(tmp_path):
         assert proc.poll() is None, (tmp_path / "stderr.log").read_text()[-3000:]
 
     try:
-        wait_until(lambda: bool(read_jsonl(str(tmp_path / "a.jsonl"))), "the job's first alerts", timeout_s=120,
+        # a generous deadline: the subprocess's Spark start-up alone took ~60 s on a loaded 2-core box
+        wait_until(lambda: bool(read_jsonl(str(tmp_path / "a.jsonl"))), "the job's first alerts", timeout_s=300,
                    check=alive)
         # The running job's Prometheus endpoint, scraped over HTTP: the scenario plants exactly one
         # hanging transaction, of cause write-after-marker, and nothing late.
