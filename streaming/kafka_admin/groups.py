@@ -126,12 +126,11 @@ def unstable_offsets(session: AdminSession,
     if not wanted:
         return {}
     try:
-        admin = session.admin()
         if session.max_version(OffsetFetchRequest) < 7:
             session.once("require-stable", logging.INFO, "OffsetFetch v7 (require_stable, KIP-447) not "
                          "supported by %s: pending offset commits not confirmed", session.bootstrap_servers)
             return None
-        coordinators = admin._manager.run(admin._find_coordinator_ids, sorted(wanted))
+        coordinators = session.group_coordinators(sorted(wanted))
     except Errors.AuthorizationError as exc:
         session.once("unstable-acl", logging.WARNING, "%s", session.denied("OffsetFetch", exc, "<group>"))
         return None

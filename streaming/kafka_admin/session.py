@@ -96,6 +96,11 @@ class AdminSession:
                         type(exc).__name__, exc)
             return None
 
+    def group_coordinators(self, group_ids: list[str]) -> dict[str, int]:
+        """Each group's coordinator (FindCoordinator, key 10), as ``KafkaAdminClient`` finds them."""
+        admin = self.admin()
+        return admin._manager.run(admin._find_coordinator_ids, group_ids)
+
     def send(self, request: Any, node: Any = None) -> Any:
         """One raw request through the admin client's connection manager (to ``node``, or the
         least loaded broker), for requests ``KafkaAdminClient`` has no method for."""
