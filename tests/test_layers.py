@@ -45,22 +45,28 @@ _BELOW_THE_APIS = {"transport", "socket_transport", "core", "metadata_cache", "r
                    "list_offsets_codec"}
 
 
-def _client_imports(path: Path) -> set[str]:
-    """Modules of the Kafka client (and the kafka_wire facade) that ``path`` imports, anywhere in
-    the file (function-level and TYPE_CHECKING imports included: stricter than Python's runtime)."""
+def _imported_names(path: Path) -> set[str]:
+    """Every module ``path`` imports and every ``module.name`` it imports from one, anywhere in the
+    file (function-level and TYPE_CHECKING imports included: stricter than Python's runtime)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     out: set[str] = set()
     for node in ast.walk(tree):
-        names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        for name in names:
-            if name.startswith(_CLIENT + "."):
-                out.add(name[len(_CLIENT) + 1:].split(".")[0])
-            elif name == "streaming.sources.kafka_wire":
-                out.add("kafka_wire")
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def _client_imports(path: Path) -> set[str]:
+    """Modules of the Kafka client (and the kafka_wire facade) that ``path`` imports."""
+    out: set[str] = set()
+    for name in _imported_names(path):
+        if name.startswith(_CLIENT + "."):
+            out.add(name[len(_CLIENT) + 1:].split(".")[0])
+        elif name == "streaming.sources.kafka_wire":
+            out.add("kafka_wire")
     return out
 
 
@@ -131,22 +137,12 @@ _ADMIN_SIDE = {"broker_confirm": "streaming.broker_confirm", "broker_rules": "st
 
 
 def _admin_imports(path: Path) -> set[str]:
-    """The admin modules, ``broker_confirm`` and ``broker_rules`` that ``path`` imports, anywhere in
-    the file (function-level imports included)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    """The admin modules, ``broker_confirm`` and ``broker_rules`` that ``path`` imports."""
     out: set[str] = set()
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        for name in names:
-            if name.startswith(_ADMIN + "."):
-                out.add(name[len(_ADMIN) + 1:].split(".")[0])
-            for short, full in _ADMIN_SIDE.items():
-                if name == full or name.startswith(full + "."):
-                    out.add(short)
+    for name in _imported_names(path):
+        if name.startswith(_ADMIN + "."):
+            out.add(name[len(_ADMIN) + 1:].split(".")[0])
+        out.update(short for short, full in _ADMIN_SIDE.items() if name == full or name.startswith(full + "."))
     return out
 
 

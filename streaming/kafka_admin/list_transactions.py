@@ -47,8 +47,8 @@ class TransactionListings:
     def __init__(self, session: AdminSession, clock: Callable[[], float]):
         self._session = session
         self._clock = clock
-        self._long: tuple[float, int, dict[str, Any] | None] | None = None  # (read at, min duration, answer)
-        self._named: dict[tuple[str, ...], tuple[float, dict[str, Any] | None]] = {}  # ids -> (read at, answer)
+        #: ("long", min duration) or ("named", *ids) -> (read at, answer)
+        self._cache: dict[tuple, tuple[float, dict[str, Any] | None]] = {}
 
     def transactional_ids_of(self, producer_id: int) -> set[str] | None:
         """Transactional ids whose coordinator currently maps ``producer_id`` (ProducerIdFilters,
@@ -60,14 +60,31 @@ class TransactionListings:
         return {t.transactional_id for listings in by_broker.values() for t in listings
                 if t.producer_id == int(producer_id)}
 
-    def _list(self, **kw: Any) -> dict[int, list] | None:
-        """One state-filtered listing per broker (None: unknown; a missing ACL is logged once)."""
+    def _listing(self, key: tuple, field: str, value: Any, since_version: int,
+                 shape: Callable[[dict[int, list], Any], dict[str, Any]]) -> dict[str, Any] | None:
+        """One listing per broker of the open transactions (StateFilters), narrowed by ``field`` =
+        ``value`` where ListTransactions ``since_version`` is advertised, given ``shape(listing,
+        value sent or None)`` and reused under ``key`` for ``TXN_LIST_REFRESH_S``. None when
+        unknown: the brokers lack ListTransactions (before 3.0, not cached), cannot be reached, or
+        refuse (a missing ACL is logged once)."""
+        now = self._clock()
+        cached = self._cache.get(key)
+        if cached is not None and now - cached[0] < TXN_LIST_REFRESH_S:
+            return cached[1]
+        if not self._session.available(LIST_TRANSACTIONS, ListTransactionsRequest):  # Kafka 3.0+
+            return None
+        kw: dict[str, Any] = {"state_filters": sorted(OPEN_STATES)}
+        if self._session.max_version(ListTransactionsRequest) >= since_version:
+            kw[field] = value
         try:
-            return self._session.call(LIST_TRANSACTIONS, lambda: self._session.admin().list_transactions(**kw))
+            listed = self._session.call(LIST_TRANSACTIONS, lambda: self._session.admin().list_transactions(**kw))
         except Errors.AuthorizationError as exc:
             self._session.once("lt-acl", logging.WARNING, "%s",
                                self._session.denied(LIST_TRANSACTIONS, exc, "<transactional id>"))
-            return None
+            listed = None
+        answer = None if listed is None else shape(listed, kw.get(field))
+        self._cache[key] = (now, answer)
+        return answer
 
     def long_transactions(self, min_duration_ms: int) -> dict[str, Any] | None:
         """Open transactions running longer than ``min_duration_ms``: ``{"by_producer": {producer
@@ -76,24 +93,13 @@ class TransactionListings:
         long-running few come back; without it the answer holds every open transaction
         (``duration_filter_ms`` None). No pattern is sent: a finding without a transactional id has
         none to ask for (:meth:`transactions_named` sends it where the ids are known)."""
-        now = self._clock()
-        cached = self._long
-        if cached is not None and cached[1] == min_duration_ms and now - cached[0] < TXN_LIST_REFRESH_S:
-            return cached[2]
-        if not self._session.available(LIST_TRANSACTIONS, ListTransactionsRequest):  # Kafka 3.0+
-            return None
-        kw: dict[str, Any] = {"state_filters": sorted(OPEN_STATES)}
-        if self._session.max_version(ListTransactionsRequest) >= 1:
-            kw["duration_filter_ms"] = int(min_duration_ms)
-        listed = self._list(**kw)
-        answer = None
-        if listed is not None:
-            by_pid = {int(t.producer_id): {"transactional_id": t.transactional_id, "state": _state(t),
-                                           "coordinator_id": node}
-                      for node, txns in listed.items() for t in txns}
-            answer = {"by_producer": by_pid, "duration_filter_ms": kw.get("duration_filter_ms")}
-        self._long = (now, int(min_duration_ms), answer)
-        return answer
+        def shape(listed: dict[int, list], duration: Any) -> dict[str, Any]:
+            return {"by_producer": {int(t.producer_id): {"transactional_id": t.transactional_id, "state": _state(t),
+                                                         "coordinator_id": node}
+                                    for node, txns in listed.items() for t in txns},
+                    "duration_filter_ms": duration}
+
+        return self._listing(("long", int(min_duration_ms)), "duration_filter_ms", int(min_duration_ms), 1, shape)
 
     def transactions_named(self, transactional_ids: Iterable[str]) -> dict[str, Any] | None:
         """Open transactions of just these ids: ``{"by_id": {id: {"producer_id", "state",
@@ -104,22 +110,12 @@ class TransactionListings:
         ids = sorted({str(t) for t in transactional_ids if t})
         if not ids:
             return {"by_id": {}, "pattern": None}
-        now = self._clock()
-        cached = self._named.get(tuple(ids))
-        if cached is not None and now - cached[0] < TXN_LIST_REFRESH_S:
-            return cached[1]
-        if not self._session.available(LIST_TRANSACTIONS, ListTransactionsRequest):  # Kafka 3.0+
-            return None
-        kw: dict[str, Any] = {"state_filters": sorted(OPEN_STATES)}
-        if self._session.max_version(ListTransactionsRequest) >= 2:
-            kw["transactional_id_pattern"] = id_pattern(ids)
-        listed = self._list(**kw)
-        answer = None
-        if listed is not None:
-            wanted = set(ids)
-            answer = {"by_id": {t.transactional_id: {"producer_id": int(t.producer_id), "state": _state(t),
-                                                     "coordinator_id": node}
-                                for node, txns in listed.items() for t in txns if t.transactional_id in wanted},
-                      "pattern": kw.get("transactional_id_pattern")}
-        self._named[tuple(ids)] = (now, answer)
-        return answer
+        wanted = set(ids)
+
+        def shape(listed: dict[int, list], pattern: Any) -> dict[str, Any]:
+            return {"by_id": {t.transactional_id: {"producer_id": int(t.producer_id), "state": _state(t),
+                                                   "coordinator_id": node}
+                              for node, txns in listed.items() for t in txns if t.transactional_id in wanted},
+                    "pattern": pattern}
+
+        return self._listing(("named", *ids), "transactional_id_pattern", id_pattern(ids), 2, shape)
