@@ -113,14 +113,14 @@ def main() -> None:
                 io_prof.disable()
 
             broker._handle_frame = handle
-            w._net.run(io_on)
+            w._transport.run(io_on)
             t0 = time.perf_counter()
             caller_prof.enable()
             for _ in range(args.rounds):
                 start = reader.latestOffset(start, None)
             caller_prof.disable()
             wall = (time.perf_counter() - t0) * 1000 / args.rounds
-            w._net.run(io_off)
+            w._transport.run(io_off)
             broker._handle_frame = orig
             print(f"\nunder cProfile (all threads): {wall:.0f} ms per latestOffset")
             _report(caller_prof, "caller thread (KafkaStreamReader.latestOffset)", args.top, args.rounds)
