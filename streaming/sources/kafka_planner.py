@@ -391,7 +391,7 @@ class KafkaPlanner:
         under the name is reported as new (see :meth:`_carry`).
 
         A partition counts as deleted only when ``deletion_confirmations`` Metadata answers in a
-        row, asked fresh with backoff, all lack it (KafkaWire._confirmed_gone; one broker's cache
+        row, asked fresh with backoff, all lack it (kafka_client.metadata.confirmed_gone; one broker's cache
         may lag, ``KafkaApis.handleTopicMetadataRequest`` answers from it): a partition missing
         from discovery is asked once through ListOffsets, which does that confirmation.
         """
