@@ -319,7 +319,8 @@ class KafkaPlanner:
         Metadata request, whatever AllowAutoTopicCreation says (``KafkaApis.getTopicMetadata`` ->
         ``createInternalTopic``; KAFKA-9751 moved creation to the controller in 2.8), and an
         all-topics request never creates anything. A cluster without it has never had a
-        transactional producer (the first InitProducerId with a transactional id creates it): the
+        transactional producer (a producer's first FindCoordinator for its transactional id creates it,
+        ``KafkaApis.getCoordinator``, before its InitProducerId): the
         data partitions are watched all the same, and the next listing finds it once it exists."""
         listed = w.partitions(None, None, True)
         self._listed_all = listed  # reused by _offsets_partitions: one all-topics listing per discovery
@@ -393,7 +394,7 @@ class KafkaPlanner:
         under the name is reported as new (see :meth:`_carry`).
 
         A partition counts as deleted only when ``deletion_confirmations`` Metadata answers in a
-        row, asked fresh with backoff, all lack it (KafkaWire._confirmed_gone; one broker's cache
+        row, asked fresh with backoff, all lack it (kafka_client.metadata.confirmed_gone; one broker's cache
         may lag, ``KafkaApis.handleTopicMetadataRequest`` answers from it): a partition missing
         from discovery is asked once through ListOffsets, which does that confirmation.
         """
