@@ -74,7 +74,7 @@ def _import_graph(modules: dict[str, Path], root: Path = ROOT) -> dict[str, set[
     return graph
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def _import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan), each sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -112,7 +112,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_product_has_no_import_cycle():
     """No two product modules import each other, directly or through others, counting imports
     under ``TYPE_CHECKING`` and inside functions (issue 21: ``cluster_log`` <-> ``producers``)."""
-    assert _cycles(_import_graph(_product_modules())) == []
+    assert _import_cycles(_import_graph(_product_modules())) == []
 
 
 def test_the_cycle_finder_sees_hidden_imports(tmp_path):
@@ -126,7 +126,7 @@ def test_the_cycle_finder_sees_hidden_imports(tmp_path):
     (pkg / "c.py").write_text("import udfs.d\n")
     (pkg / "d.py").write_text("def f():\n    from . import c\n")
     modules = {_module_name(p, tmp_path): p for p in sorted(pkg.rglob("*.py"))}
-    assert _cycles(_import_graph(modules, tmp_path)) == [["udfs.a", "udfs.b"], ["udfs.c", "udfs.d"]]
+    assert _import_cycles(_import_graph(modules, tmp_path)) == [["udfs.a", "udfs.b"], ["udfs.c", "udfs.d"]]
 
 
 def test_the_simulator_imports_none_of_the_products_rules():
