@@ -220,7 +220,7 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
     ``end_offsets``: the broker's ListOffsets lookup (:func:`broker_end_offsets`), or None.
     """
     from streaming.alerts import AlertConfig
-    from streaming.pipeline import SinkSet
+    from streaming.microbatch import SinkSet
     from streaming.runner import txn_state_partitions
 
     cfg = as_config(cfg)

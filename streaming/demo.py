@@ -21,7 +21,8 @@ from typing import Any
 
 from streaming.alerts import AlertConfig
 from streaming.config import engine_config, load_config
-from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
+from streaming.microbatch import SinkSet
+from streaming.pipeline import spark_session, start_query, stop_gracefully
 from streaming.simulate.cluster_log import ClusterLog
 from streaming.sinks.console import ConsoleSink
 from streaming.sinks.jsonl import JsonlSink, read_jsonl

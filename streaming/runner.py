@@ -27,7 +27,8 @@ from streaming.config import (
     as_config,
     engine_config,
 )
-from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
+from streaming.microbatch import SinkSet
+from streaming.pipeline import spark_session, start_query, stop_gracefully
 from streaming.sources.kafka_security import spark_source_options
 from streaming.vocab import HANGING, LATE
 
