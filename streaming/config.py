@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -146,9 +147,25 @@ class MetricsConfig:
     port: int = 0
 
 
+STALE_FACTOR = 3  # the status page: stale after this many trigger intervals without a micro-batch ...
+STALE_FLOOR_S = 30.0  # ... but never sooner (the first micro-batch of a large cluster is slow)
+
+_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "sec": 1.0, "second": 1.0,
+          "seconds": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0,
+          "hour": 3600.0, "hours": 3600.0}
+
+
+def interval_seconds(text: str) -> float:
+    """A Spark trigger interval ("10 seconds", "500 milliseconds", "1 minute") in seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text or "")
+    if not m or m.group(2).lower() not in _UNITS | {"": 1.0}:
+        raise ConfigError(f"streaming.trigger_interval: expected e.g. '10 seconds', got {text!r}")
+    return float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1.0)
+
+
 @dataclass(frozen=True)
 class UiConfig:
-    """``[ui]``: the status page (``streaming.ui``; checked further by ``UISettings``)."""
+    """``[ui]``: the status page (``streaming.ui``; the one settings class its server takes)."""
 
     enabled: bool = False
     port: int = 9465
@@ -157,6 +174,17 @@ class UiConfig:
     basic_password: str = field(default="", repr=False)
     token: str = field(default="", repr=False)
     stale_after_s: int = 0  # 0 = 3 trigger intervals, at least 30 s
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.token or self.basic_user)
+
+    def stale_limit_s(self, trigger_interval: str) -> float:
+        """Seconds without news after which the page calls the job stale: ``stale_after_s``, or
+        (when 0) three of the job's trigger intervals (``streaming.trigger_interval``), at least 30 s."""
+        if self.stale_after_s > 0:
+            return float(self.stale_after_s)
+        return max(STALE_FACTOR * interval_seconds(trigger_interval or "10 seconds"), STALE_FLOOR_S)
 
 
 @dataclass(frozen=True)
@@ -376,6 +404,11 @@ def as_config(cfg: Config | Mapping[str, Any]) -> Config:
             kw[f.name] = _section(f.name, type(getattr(_BUILT_IN, f.name)), doc[f.name])
         else:
             kw[f.name] = doc[f.name]
+    ui = kw["ui"]
+    if bool(ui.basic_user) != bool(ui.basic_password):
+        raise ConfigError("ui.basic_user and ui.basic_password go together (both set, or neither)")
+    if not 0 <= ui.port <= 65535:
+        raise ConfigError(f"ui.port: expected 0-65535, got {ui.port}")
     if kw["coordinator"].txn_state_partitions < 1:
         # n = 0 would make an empty view "complete" and prove every producer unknown.
         raise ConfigError(f"coordinator.txn_state_partitions: expected at least 1, got "
