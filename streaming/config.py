@@ -11,7 +11,8 @@ class plus one field of :class:`Config`). Document it in ``docs/configuration.md
 of the job then receives only its section (``cfg.kafka``, ``cfg.quality``...). :func:`load`
 returns the same layered values as a plain nested dict (the "document") for callers that adjust
 a few keys before starting a job; :func:`as_config` turns such a document into a
-:class:`Config` with the same checks. Errors name the key and the expected type
+:class:`Config` with the same checks. Past this module there is only :class:`Config`: the job,
+the scan, the UI and validate take it, never a document. Errors name the key and the expected type
 (:class:`ConfigError`), never a traceback.
 """
 
@@ -422,9 +423,8 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None,
     return as_config(load(path, env, overrides))
 
 
-def engine_config(cfg: Config | Mapping[str, Any], *, coordinator_available: bool) -> EngineConfig:
+def engine_config(cfg: Config, *, coordinator_available: bool) -> EngineConfig:
     """The state machine's configuration: the cluster and its thresholds (per topic too)."""
-    cfg = as_config(cfg)
     t = cfg.thresholds
     base = Thresholds(t.max_timeout_ms, t.padding_ms)
     per_topic = {

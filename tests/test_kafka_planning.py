@@ -8,6 +8,7 @@ import time
 import pandas as pd
 import pytest
 
+from streaming.config import as_config
 from streaming.simulate.scenarios import write_scenario
 from streaming.sources.kafka import KafkaStreamReader, read_partition
 from tests.conftest import kafka_watchdog
@@ -103,7 +104,7 @@ def test_one_lagging_partition_does_not_stop_verdicts_elsewhere(spark, tmp_path)
         sinks = SinkSet(sinks=[alerts.extend], on_batch=[on_batch])
         opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
                 "starting_offsets": "earliest", "max_offsets_per_trigger": str(cap), **FAST}
-        q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
+        q = start_query(spark, "kafka-txn", opts, engine_config(as_config(cfg), coordinator_available=True),
                         AlertConfig("k:9092"), sinks, str(tmp_path / "ck"), trigger={"processingTime": "1 second"})
         try:
             deadline = time.monotonic() + 120

@@ -329,7 +329,7 @@ def test_run_ui_serves_an_alerts_file(tmp_path):
     cfg = load(None, env={})
     cfg["ui"]["port"] = 0
     stop, ready = threading.Event(), []
-    th = threading.Thread(target=run_ui, args=(cfg,), kwargs=dict(alerts_path=str(path), stop_event=stop,
+    th = threading.Thread(target=run_ui, args=(as_config(cfg),), kwargs=dict(alerts_path=str(path), stop_event=stop,
                                                                   on_ready=ready.append))
     th.start()
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.config import UiConfig, load
+from streaming.config import UiConfig, as_config, load
 from streaming.runner import run_job
 from streaming.simulate.cluster_log import ClusterLog
 from streaming.simulate.scenarios import AGE_MS
@@ -168,7 +168,7 @@ def test_page_over_a_running_job(spark, tmp_path):
         stop = threading.Event()
         result: dict[str, int] = {}
         job = threading.Thread(target=lambda: result.setdefault(
-            "rc", run_job(cfg, source="kafka", path=None, stop_event=stop)))
+            "rc", run_job(as_config(cfg), source="kafka", path=None, stop_event=stop)))
         job.start()
         url = f"http://127.0.0.1:{port}/"
         try:

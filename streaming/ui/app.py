@@ -5,10 +5,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Mapping
-from typing import Any
 
-from streaming.config import Config, as_config
+from streaming.config import Config
 from streaming.ui.feeds import AuditTail, JsonlTail, TopicFeed
 from streaming.ui.server import UIServer
 from streaming.ui.store import FindingStore
@@ -16,11 +14,10 @@ from streaming.ui.store import FindingStore
 log = logging.getLogger("txnwatch")
 
 
-def run_ui(cfg: Config | Mapping[str, Any], *, alerts_path: str | None, stop_event: threading.Event | None = None,
+def run_ui(cfg: Config, *, alerts_path: str | None, stop_event: threading.Event | None = None,
            on_ready=None) -> int:
     """Serve until SIGTERM/SIGINT (or ``stop_event``). ``alerts_path`` → follow that JSONL file,
     else read the config's alerts topic. ``on_ready(server)`` is called once it serves."""
-    cfg = as_config(cfg)
     stale_after_s = cfg.ui.stale_limit_s(cfg.streaming.trigger_interval)
     if alerts_path:
         store = FindingStore(mode="feed", source=f"alerts file {alerts_path}", stale_after_s=stale_after_s)
