@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer
 
-from streaming.pipeline import TEST_PAUSE_ENV
+from streaming.microbatch import TEST_PAUSE_ENV
 from streaming.sinks.jsonl import read_jsonl
 from tests.conftest import ROOT
 from tests.kafka_fake_broker import FakeKafkaBroker

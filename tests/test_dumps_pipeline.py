@@ -12,7 +12,7 @@ import pytest
 
 from streaming.alerts import AlertConfig
 from streaming.cli import scan_paths
-from streaming.config import engine_config, load
+from streaming.config import as_config, engine_config, load
 from streaming.pipeline import SinkSet, start_query
 from streaming.simulate.scenarios import write_scenario
 from streaming.sources.files import read_files
@@ -31,7 +31,7 @@ def cfg():
     c = load(None, env={})
     c["cluster"] = "d"
     c["kafka"]["bootstrap_servers"] = "k:9092"
-    return c
+    return as_config(c)
 
 
 def render_dir(root, out_dir, generation):

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from streaming.availability import Availability
+from streaming.config import as_config
 from streaming.simulate.encode import encode_batch
 from streaming.simulate.scenarios import write_scenario
 from streaming.sources.kafka import KafkaStreamReader, read_partition
@@ -334,7 +335,7 @@ def test_run_once_judges_the_rest_and_exits_3_naming_the_unread_partition(spark,
                             request_timeout_ms=3000, once_ride_through_ms=500)
         cfg["streaming"].update(checkpoint=str(tmp_path / "ck"))
         cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(tmp_path / "alerts.jsonl"))
-        rc = run_job(cfg, source="kafka", path=None, once=True)
+        rc = run_job(as_config(cfg), source="kafka", path=None, once=True)
     out = read_jsonl(str(tmp_path / "alerts.jsonl"))
     assert rc == EXIT_UNREAD
     assert [(a["key"], a["status"]) for a in out if a["status"] == "unavailable"] == [("live/orders/1", "unavailable")]

@@ -9,6 +9,7 @@ from collections import Counter
 import pandas as pd
 import pytest
 
+from streaming.config import as_config
 from streaming.simulate.scenarios import write_scenario
 from streaming.sources.kafka import KafkaStreamReader, read_partition
 from tests.conftest import kafka_watchdog
@@ -108,7 +109,7 @@ def test_one_lagging_partition_does_not_stop_verdicts_elsewhere(spark, tmp_path)
         sinks = SinkSet(sinks=[alerts.extend], on_batch=[on_batch])
         opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
                 "starting_offsets": "earliest", "max_offsets_per_trigger": str(cap), **FAST}
-        q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
+        q = start_query(spark, "kafka-txn", opts, engine_config(as_config(cfg), coordinator_available=True),
                         AlertConfig("k:9092"), sinks, str(tmp_path / "ck"), trigger={"processingTime": "1 second"})
         try:
             wait_until(lambda: bool(lagging_when_alerted), "a micro-batch publishing the hanging finding",

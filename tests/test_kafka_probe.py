@@ -41,7 +41,7 @@ def run_job(broker, mode: str, triggers: int = 3, **extra: str) -> LiveJob:
     enricher = Enricher(AlertConfig(broker.bootstrap_servers), None, broker=broker_confirm(as_config(cfg)))
     opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
             "read_mode": mode, **FAST, **extra}
-    job = LiveJob(opts, engine_config(cfg, coordinator_available=True), enricher)
+    job = LiveJob(opts, engine_config(as_config(cfg), coordinator_available=True), enricher)
     for _ in range(triggers):
         job.trigger()
     return job

@@ -360,7 +360,7 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
         stop = threading.Event()
         out = io.StringIO()
         rc: dict = {}
-        th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(cfg, source="kafka", path=None,
+        th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(as_config(cfg), source="kafka", path=None,
                                                                            stop_event=stop, console_out=out)))
         th.start()
         plans: list[str] = []
@@ -382,7 +382,7 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
         # The source's own plan lists its options; Spark masks keys matching spark.redaction.regex
         # (default "(?i)secret|password|token|access[.]?key"), and the value is only a reference.
         c = as_config(cfg)
-        fmt, opts, _ = source_options("kafka", None, cluster=c.cluster, kafka=c.kafka, dumps=c.dumps)
+        fmt, opts, _ = source_options(c, "kafka", None)
         source_plan = spark.readStream.format(fmt).options(**opts).load()._jdf.queryExecution().toString()
         plans.append(source_plan)
     assert len(topic_alerts) == len(alerts)

@@ -11,7 +11,7 @@ from kafka import KafkaConsumer
 
 from streaming.alerts import AlertConfig
 from streaming.cli import scan_paths
-from streaming.config import engine_config, load
+from streaming.config import as_config, engine_config, load
 from streaming.pipeline import SinkSet, start_query
 from streaming.simulate.scenarios import write_scenario
 from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
@@ -142,13 +142,13 @@ def test_streaming_job_against_the_broker_matches_the_scan(spark, tmp_path):
     cfg = load(None, env={})
     cfg["cluster"] = "live"
     cfg["kafka"]["bootstrap_servers"] = "k:9092"
-    scanned, _ = scan_paths([str(sc.root)], cfg, as_of_ms=sc.as_of_ms, spark=spark)
+    scanned, _ = scan_paths([str(sc.root)], as_config(cfg), as_of_ms=sc.as_of_ms, spark=spark)
     with FakeKafkaBroker(sc.root) as broker:
         alerts: list = []
         sinks = SinkSet(sinks=[alerts.extend])
         opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
                 "starting_offsets": "earliest", **FAST}
-        q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
+        q = start_query(spark, "kafka-txn", opts, engine_config(as_config(cfg), coordinator_available=True),
                         AlertConfig("k:9092"), sinks, str(tmp_path / "ck"), trigger={"processingTime": "1 second"})
         try:
             wait_until(lambda: bool(alerts), "the stream's first alerts", timeout_s=90,

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from streaming.cli import scan_paths
-from streaming.config import load
+from streaming.config import as_config, load
 from tests.conftest import ROOT, SAMPLES
 
 SYN = SAMPLES / "synthetic"
@@ -36,7 +36,7 @@ def cfg():
     c = load(None, env={})
     c["cluster"] = "test"
     c["kafka"]["bootstrap_servers"] = "k1:9092"
-    return c
+    return as_config(c)
 
 
 def check_schema(alerts):

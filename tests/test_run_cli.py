@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 from kafka import KafkaConsumer
 
-from streaming.config import ConfigError, load
+from streaming.config import ConfigError, as_config, load
 from streaming.runner import run_job
 from streaming.simulate.scenarios import write_scenario
 from streaming.sinks.jsonl import read_jsonl
@@ -75,7 +75,7 @@ def test_run_against_broker_with_all_sinks_and_restart(spark, tmp_path):
             out = io.StringIO()
             rc = {}
             start = len(batches.ids)
-            th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(cfg, source="kafka", path=None,
+            th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(as_config(cfg), source="kafka", path=None,
                                                                                stop_event=stop, console_out=out)))
 
             def check():

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from streaming.cli import scan_paths
-from streaming.config import load
+from streaming.config import as_config, load
 from streaming.simulate.scenarios import write_scenario
 from tests.scenario_truth import expected_findings, projected
 
@@ -33,8 +33,8 @@ def test_local_engine_equals_spark(spark, tmp_path, name, as_files):
     cfg = load(None, env={})
     cfg["cluster"] = "engines"
     cfg["kafka"]["bootstrap_servers"] = "k:9092"
-    on_spark, gaps_spark = scan_paths(paths, cfg, as_of_ms=sc.as_of_ms, spark=spark, engine="spark")
-    local, gaps_local = scan_paths(paths, cfg, as_of_ms=sc.as_of_ms, engine="local")
+    on_spark, gaps_spark = scan_paths(paths, as_config(cfg), as_of_ms=sc.as_of_ms, spark=spark, engine="spark")
+    local, gaps_local = scan_paths(paths, as_config(cfg), as_of_ms=sc.as_of_ms, engine="local")
     assert _stable(local) == _stable(on_spark)
     assert gaps_local == gaps_spark
     want = expected_findings(sc, files=True)

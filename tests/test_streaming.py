@@ -8,7 +8,7 @@ import pytest
 
 from streaming.alerts import AlertConfig
 from streaming.cli import scan_paths
-from streaming.config import load
+from streaming.config import as_config, load
 from streaming.pipeline import SinkSet, start_query
 from streaming.simulate.cluster_log import ClusterLog
 from streaming.sinks.jsonl import JsonlSink, read_jsonl
@@ -169,7 +169,7 @@ def test_scan_and_streaming_give_identical_alerts(spark, tmp_path):
     cfg = load(None, env={})
     cfg["cluster"] = "t"
     cfg["kafka"]["bootstrap_servers"] = "k:9092"
-    findings, _ = scan_paths([str(tmp_path / "s")], cfg, spark=spark)
+    findings, _ = scan_paths([str(tmp_path / "s")], as_config(cfg), spark=spark)
     streamed, _ = run_once(spark, tmp_path / "s", tmp_path / "ck")
     active = {}
     for a in streamed:

@@ -21,13 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from streaming.config import load
+from streaming.config import UiConfig, as_config, load
 from streaming.runner import run_job
 from streaming.simulate.cluster_log import ClusterLog
 from streaming.simulate.scenarios import AGE_MS
 from streaming.sinks.jsonl import read_jsonl
 from streaming.ui.server import UIServer
-from streaming.ui.settings import UISettings
 from streaming.ui.store import FindingStore
 from tests.conftest import ROOT
 from tests.kafka_fake_broker import FakeKafkaBroker, build_control_batch
@@ -171,7 +170,7 @@ def test_page_over_a_running_job(spark, tmp_path):
         stop = threading.Event()
         result: dict[str, int] = {}
         job = threading.Thread(target=lambda: result.setdefault(
-            "rc", run_job(cfg, source="kafka", path=None, stop_event=stop)))
+            "rc", run_job(as_config(cfg), source="kafka", path=None, stop_event=stop)))
         job.start()
         url = f"http://127.0.0.1:{port}/"
         try:
@@ -282,7 +281,7 @@ def test_screenshot_empty():
     clock = Clock(now / 1000)
     store = FindingStore(mode="job", source="txnwatch-prod (kafka-txn)", stale_after_s=30, wall=clock)
     store.observe_batch(412, batch_stats(now, [], positions(6)))
-    with UIServer(store, UISettings(port=0)) as srv, chromium(1440, 1000) as d:
+    with UIServer(store, UiConfig(port=0)) as srv, chromium(1440, 1000) as d:
         d.get(srv.url)
         assert d.find_element(By.ID, "count-hanging").text == "0"
         assert not d.find_element(By.ID, "stale-banner").is_displayed()
@@ -299,7 +298,7 @@ def test_screenshot_busy_200_open_findings():
     store = FindingStore(mode="job", source="txnwatch-prod (kafka-txn)", stale_after_s=30, wall=clock)
     findings = busy_findings(200, now)
     store.observe_batch(412, batch_stats(now, findings, with_facts(positions(50), findings)))
-    with UIServer(store, UISettings(port=0)) as srv, chromium(1440, 1200) as d:
+    with UIServer(store, UiConfig(port=0)) as srv, chromium(1440, 1200) as d:
         d.get(srv.url)
         assert len(d.find_elements(By.CSS_SELECTOR, "tr.finding")) == 200
         assert [d.find_element(By.ID, f"count-{g}").text for g in ("hanging", "late", "unverified")] == \
@@ -326,7 +325,7 @@ def test_screenshot_outage_and_time_based_stale_banner():
     store.observe_batch(412, dict(batch_stats(now, findings, with_facts(positions(50), findings)),
                                   alerts=down + findings))
     clock.t += 240  # four minutes without a micro-batch
-    with UIServer(store, UISettings(port=0)) as srv, chromium(1440, 1000) as d:
+    with UIServer(store, UiConfig(port=0)) as srv, chromium(1440, 1000) as d:
         d.get(srv.url)
         banner = d.find_element(By.ID, "stale-banner")
         assert banner.is_displayed() and "no micro-batch for 240 s" in banner.text
