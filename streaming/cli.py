@@ -132,7 +132,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         from streaming.pipeline import spark_session
 
         ensure_java()
-        from streaming.runner import spark_conf
+        from streaming.config import spark_conf
 
         spark = spark_session(master=args.master or cfg.streaming.master, conf=spark_conf(cfg.streaming))
     findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark, topic=args.topic,
@@ -219,8 +219,9 @@ def scan_paths(paths: list[str], cfg: Config, *, as_of_ms: int | None = None,
     state function and writer in this process without Spark (:mod:`streaming.local_engine`).
     ``end_offsets``: the broker's ListOffsets lookup (:func:`broker_end_offsets`), or None.
     """
+    from streaming.config import spark_conf
     from streaming.microbatch import SinkSet
-    from streaming.runner import alert_config, file_source_options, spark_conf
+    from streaming.runner import alert_config, file_source_options
 
     if engine not in ("spark", "local"):
         raise UsageError(f"scan engine: expected spark or local, got {engine!r}")

@@ -436,3 +436,15 @@ def engine_config(cfg: Config, *, coordinator_available: bool) -> EngineConfig:
     }
     return EngineConfig(cluster=cfg.cluster, thresholds=base, topic_thresholds=per_topic,
                         coordinator_available=coordinator_available, evict_after_ms=t.evict_after_ms)
+
+
+def spark_conf(streaming: StreamingConfig) -> dict[str, str]:
+    """The ``[streaming]`` settings that are Spark settings (shuffle partitions, state store)."""
+    conf = {"spark.sql.shuffle.partitions": str(streaming.shuffle_partitions)}
+    store = streaming.state_store
+    if store == "rocksdb":
+        conf["spark.sql.streaming.stateStore.providerClass"] = (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+    elif store != "hdfs":
+        raise ConfigError(f"streaming.state_store: expected 'hdfs' or 'rocksdb', got {store!r}")
+    return conf

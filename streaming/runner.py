@@ -23,6 +23,7 @@ from streaming.config import (
     SinksConfig,
     StreamingConfig,
     engine_config,
+    spark_conf,
 )
 from streaming.microbatch import SinkSet
 from streaming.pipeline import spark_session, start_query, stop_gracefully
@@ -277,15 +278,3 @@ def run_job(cfg: Config, *, source: str, path: str | None, once: bool = False,
 
 def _join(base: str, sub: str) -> str:
     return base.rstrip("/") + "/" + sub
-
-
-def spark_conf(streaming: StreamingConfig) -> dict[str, str]:
-    """The ``[streaming]`` settings that are Spark settings (shuffle partitions, state store)."""
-    conf = {"spark.sql.shuffle.partitions": str(streaming.shuffle_partitions)}
-    store = streaming.state_store
-    if store == "rocksdb":
-        conf["spark.sql.streaming.stateStore.providerClass"] = (
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-    elif store != "hdfs":
-        raise ConfigError(f"streaming.state_store: expected 'hdfs' or 'rocksdb', got {store!r}")
-    return conf

@@ -72,8 +72,8 @@ def run_validate(paths: list[str], cfg: Config, as_json: bool = False, *, spark:
             if not os.path.exists(p):
                 raise ValueError(f"{p}: no such file or directory")
         if spark is None:
+            from streaming.config import spark_conf
             from streaming.pipeline import spark_session
-            from streaming.runner import spark_conf
 
             spark = spark_session(master=cfg.streaming.master, conf=spark_conf(cfg.streaming))
         df = read_inputs(spark, list(paths), cfg.cluster).persist()
