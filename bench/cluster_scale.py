@@ -48,19 +48,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pandas as pd  # noqa: E402
+import pandas as pd
 
-from bench.cluster_sim import BOOTSTRAP, SimCluster, install, self_check  # noqa: E402
-from streaming.alerts import REQUIRED_PERMISSION, Enricher, abort_commands  # noqa: E402
-from streaming.availability import Availability  # noqa: E402
-from streaming.config import as_config, engine_config, load  # noqa: E402
-from streaming.local_engine import LocalStates, _Rows  # noqa: E402
-from streaming.pinned_lso import PinnedLso  # noqa: E402
-from streaming.pipeline import SinkSet, make_batch_writer  # noqa: E402
-from streaming.runner import alert_config, broker_confirm, follow_after_ms, source_options  # noqa: E402
-from streaming.sinks.jsonl import JsonlSink  # noqa: E402
-from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition  # noqa: E402
-from streaming.sources.kafka_unread import LEDGER_OPTION, ledger_path  # noqa: E402
+from bench.cluster_sim import BOOTSTRAP, SimCluster, install, self_check
+from streaming.alerts import REQUIRED_PERMISSION, Enricher, abort_commands
+from streaming.availability import Availability
+from streaming.config import as_config, engine_config, load
+from streaming.local_engine import LocalStates, _Rows
+from streaming.pinned_lso import PinnedLso
+from streaming.pipeline import SinkSet, make_batch_writer
+from streaming.runner import alert_config, broker_confirm, follow_after_ms, source_options
+from streaming.sinks.jsonl import JsonlSink
+from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
+from streaming.sources.kafka_plan_state import PlanState
+from streaming.sources.kafka_unread import LEDGER_OPTION, ledger_path
 
 STAGES = ("metadata", "ListOffsets", "plan", "probe fetches", "offset log", "read", "state", "verdicts", "sinks")
 
@@ -160,10 +161,16 @@ class Job:
         self.offset_dir.mkdir()
         self.stages = st = Stages(sim)
         self.reader = KafkaStreamReader(opts)
-        r = self.reader
-        r._discover = st.wrap("metadata", r._discover)
-        r._offsets_settled = st.wrap("ListOffsets", r._offsets_settled)
-        r._probe_fetch = st.wrap("probe fetches", r._probe_fetch)
+        pl = self.reader.planner
+        pl._discover = st.wrap("metadata", pl._discover)
+        pl._offsets_settled = st.wrap("ListOffsets", pl._offsets_settled)
+        pl._probe_fetch = st.wrap("probe fetches", pl._probe_fetch)
+        # the planner state's JSON form, which Spark's offset log stores and hands back each trigger
+        if not hasattr(PlanState, "_bench_plain"):
+            PlanState._bench_plain = (PlanState.to_json, PlanState.from_json.__func__)
+        to_json, from_json = PlanState._bench_plain
+        PlanState.to_json = st.wrap("offset log", to_json)
+        PlanState.from_json = classmethod(st.wrap("offset log", from_json))
         ecfg = engine_config(cfg, coordinator_available=True)
         self.states = LocalStates(ecfg)
         self.states.micro_batch = st.wrap("state", self.states.micro_batch)
@@ -193,11 +200,10 @@ class Job:
             end = self.reader.latestOffset(start)
         finally:
             st.leave()
-        st.enter("offset log")  # what Spark's offset log does with it every trigger
+        st.enter("offset log")  # what Spark's offset log does with the plan every trigger
         text = json.dumps(end)
         (self.offset_dir / str(self.batch_id)).write_text(text)
         end = json.loads(text)
-        start = json.loads(json.dumps(start))
         st.leave()
         st.enter("read")
         try:

@@ -36,7 +36,9 @@ class KafkaPartition(InputPartition):
 
 class KafkaGroup(InputPartition):
     """One Spark input partition: partitions led by one broker (or a share of them, see
-    ``groups_per_broker``), read together with multi-partition Fetch requests."""
+    ``groups_per_broker``), read together with multi-partition Fetch requests. Beyond
+    ``max_input_partitions`` groups, several brokers' partitions share one (``broker`` is then
+    -1): the reader still sends one request per leader, to all leaders at once."""
 
     def __init__(self, broker: int, parts: list[KafkaPartition]) -> None:
         self.broker = broker
@@ -44,9 +46,11 @@ class KafkaGroup(InputPartition):
 
 
 
-def input_partitions(start: PlanState, end: PlanState, groups_per_broker: int) -> list[KafkaGroup]:
+def input_partitions(start: PlanState, end: PlanState, groups_per_broker: int,
+                     max_groups: int = 0) -> list[KafkaGroup]:
     """The reads of the micro-batch ``(start, end]``: one group per leader broker (at most
-    ``groups_per_broker`` per broker), as Spark's ``partitions(start, end)``."""
+    ``groups_per_broker`` per broker), as Spark's ``partitions(start, end)``; more than
+    ``max_groups`` groups (0: no bound) are dealt round-robin into ``max_groups``."""
     by_broker: dict[int, list[KafkaPartition]] = {}
     for part in planned_ranges(start, end):
         k = tp_key(part.topic, part.partition)
@@ -59,7 +63,12 @@ def input_partitions(start: PlanState, end: PlanState, groups_per_broker: int) -
             part.read_from_zero = bool(part.from_log_start) and facts.log_start == 0
         by_broker.setdefault(facts.leader if facts is not None else -1, []).append(part)
     n = groups_per_broker
-    return [KafkaGroup(b, parts[i::n]) for b, parts in sorted(by_broker.items()) for i in range(min(n, len(parts)))]
+    groups = [KafkaGroup(b, parts[i::n]) for b, parts in sorted(by_broker.items()) for i in range(min(n, len(parts)))]
+    if not max_groups or len(groups) <= max_groups:
+        return groups
+    packed = [groups[i::max_groups] for i in range(max_groups)]
+    return [KafkaGroup(share[0].broker if len({g.broker for g in share}) == 1 else -1,
+                       [p for g in share for p in g.parts]) for share in packed]
 
 
 def planned_ranges(start: PlanState, end: PlanState) -> list[KafkaPartition]:

@@ -307,8 +307,11 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
         broker = None if r.unavailable or incomplete else _broker_offsets(w, part.topic, part.partition, r.last)
         frames.append(_events_of(part, opts, r, acc, broker))
     if rows:
-        frames.append(to_frame(rows))
-    return pd.concat(frames, ignore_index=True) if frames else to_frame([])
+        frames.append(pd.DataFrame.from_records([{k: v for k, v in r.items() if v is not None} for r in rows]))
+    # typed once for the whole group: to_frame's cost is per call, and a broker's group holds
+    # thousands of partitions on a large cluster (bench/cluster_scale.py)
+    frames = [f for f in frames if len(f)]
+    return to_frame(pd.concat(frames, ignore_index=True) if frames else [])
 
 
 def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: CoordinatorReplay | None) -> dict[str, Any]:
@@ -366,7 +369,8 @@ def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition,
 
 def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: CoordinatorReplay | None,
                broker: Offsets | None) -> pd.DataFrame:
-    """Events of one partition's read; no progress row when it became unreadable (``broker`` None)."""
+    """Events of one partition's read, untyped (:func:`read_group` types the group's rows once);
+    no progress row when it became unreadable (``broker`` None)."""
     t, p = part.topic, part.partition
     ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start,
                       read_from_zero=part.read_from_zero, txn_partition_count=part.txn_partition_count)
@@ -378,7 +382,7 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             recs = [x for x in recs if part.start <= x["offset"] < part.end]
             pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
         out = txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
-                                   progress_position=position, end_proven=not part.lagging)
+                                   progress_position=position, end_proven=not part.lagging, typed=False)
         if broker is None:  # unreadable or incomplete (read_group): never memoised
             _TXN_MEMO.pop((opts["bootstrap"], p), None)
         else:
@@ -391,7 +395,7 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
         # read to the high watermark it was planned to (live standard, detection.md §0) unless lagging
         out = data_partition_events(ctx, pieces, gaps=r.gaps, broker=broker or Offsets(None, None, None),
-                                    progress_position=position, end_proven=not part.lagging)
+                                    progress_position=position, end_proven=not part.lagging, typed=False)
     if part.lagging:
         out["lagging"] = pd.array([True] * len(out), dtype="boolean")
     if part.probe:
