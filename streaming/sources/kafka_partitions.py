@@ -76,7 +76,14 @@ def planned_ranges(start: PlanState, end: PlanState) -> list[KafkaPartition]:
     out = []
     clock = max(end.clock, 0)
     probe = end.probe is not None
+    emit = set(end.emit) if probe else set()
+    txn_prefix = TXN_TOPIC + "\t"
     for k, pos in end.parts.items():
+        if (probe and k not in end.unavail and k not in end.reads and k not in emit and k not in end.closes
+                and k not in end.resets and not k.startswith(txn_prefix)):
+            # probe mode, nothing changed there: no row at all (the driver keeps its last facts);
+            # decided before any per-partition work, as most of a large cluster's partitions are so
+            continue
         t, p = split_key(k)
         e, from_start = pos.next, pos.from_log_start
         s = start.parts.get(k)
@@ -86,8 +93,6 @@ def planned_ranges(start: PlanState, end: PlanState) -> list[KafkaPartition]:
             continue
         reset = end.resets.get(k)
         if probe and t != TXN_TOPIC:
-            if k not in end.reads and k not in end.emit and k not in end.closes and reset is None:
-                continue  # nothing changed there: no row at all (the driver keeps its last facts)
             r = end.reads.get(k)
             part = KafkaPartition(t, p, r.start if r else e, r.end if r else e, clock, False, reset)
             part.probe, part.note = (r.window, r.note) if r else (False, None)
