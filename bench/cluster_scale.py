@@ -265,7 +265,7 @@ def main() -> None:
     late_found: set[tuple] = set()
     rows = []
     head = " ".join(f"{s:>14}" for s in STAGES)
-    print(f"\n{'trig':>4} {'total':>6} {'sim':>5} {head} {'rows':>7} {'reqs':>5}  requests by API")
+    print(f"\n{'trig':>4} {'total':>6} {'cpu':>6} {'sim':>5} {head} {'rows':>7} {'reqs':>5}  requests by API")
     for n in range(args.triggers):
         if n:
             sim.step()
@@ -273,13 +273,14 @@ def main() -> None:
         sim_before = sum(sim.sim_s.values())
         prof = cProfile.Profile() if args.profile and n == 2 else None
         seen = len(job.alerts)
-        t = time.perf_counter()
+        t, cpu0 = time.perf_counter(), time.process_time()
         if prof:
             prof.enable()
         job.trigger()
         if prof:
             prof.disable()
         total = time.perf_counter() - t
+        cpu = time.process_time() - cpu0  # every thread of this process: the client's IO thread too
         wall, simt = job.stages.reset()
         reqs = sim.requests - before
         for a in job.alerts[seen:]:
@@ -291,11 +292,11 @@ def main() -> None:
             elif a.get("status") == "late" and key in late_keys:
                 late_found.add(key)
         sim_s = sum(sim.sim_s.values()) - sim_before
-        rows.append({"total": total, "sim": sim_s, "wall": wall, "simt": simt, "reqs": sum(reqs.values()),
+        rows.append({"total": total, "cpu": cpu, "sim": sim_s, "wall": wall, "simt": simt, "reqs": sum(reqs.values()),
                      "by_api": reqs})
         stages = " ".join(f"{_fmt_stage(wall, simt, s):>14}" for s in STAGES)
         apis = ", ".join(f"{k} {v}" for k, v in sorted(reqs.items()))
-        print(f"{n:>4} {total:6.2f} {sim_s:5.2f} {stages} {job.rows:>7} {sum(reqs.values()):>5}  {apis}", flush=True)
+        print(f"{n:>4} {total:6.2f} {cpu:6.2f} {sim_s:5.2f} {stages} {job.rows:>7} {sum(reqs.values()):>5}  {apis}", flush=True)
         if prof:
             prof.dump_stats(args.profile)
             s = io.StringIO()
@@ -308,8 +309,10 @@ def main() -> None:
     med_sim = statistics.median(r["sim"] for r in steady)
     med_net = statistics.median(r["total"] - r["sim"] for r in steady)
     med_reqs = statistics.median(r["reqs"] for r in steady)
-    print("(seconds; per stage: exclusive wall time, in brackets the part the simulated brokers spent answering; "
-          "sim = all of the brokers' answering in the trigger)")
+    med_cpu = statistics.median(r["cpu"] for r in steady)
+    print("(seconds; total = wall time of the trigger, cpu = this process's CPU time in it, which does not grow "
+          "when other jobs share the cores; per stage: exclusive wall time, in brackets the part the simulated "
+          "brokers spent answering; sim = all of the brokers' answering in the trigger)")
     print("steady-state medians per stage: " + ", ".join(
         f"{s} {statistics.median(r['wall'].get(s, 0.0) for r in steady):.2f}" for s in STAGES))
     by_api = collections.Counter()
@@ -317,8 +320,8 @@ def main() -> None:
         by_api.update(r["by_api"])
     print("requests per trigger by API (mean over steady triggers): " + ", ".join(
         f"{k} {v / len(steady):.0f}" for k, v in sorted(by_api.items())) + f"; {args.brokers} brokers")
-    print(f"median trigger {med:.2f} s including the simulated brokers' {med_sim:.2f} s; "
-          f"{med_net:.2f} s net of them")
+    print(f"median trigger {med:.2f} s wall ({med_cpu:.2f} s CPU) including the simulated brokers' {med_sim:.2f} s; "
+          f"{med_net:.2f} s wall net of them")
     print(f"hanging found {len(found)}/{len(hanging_keys)}, late found {len(late_found)}/{len(late_keys)}, "
           f"hanging alerts on other transactions {len(other_hanging)}")
     print(f"driver RSS {rss:.0f} MiB (peak {hwm:.0f} MiB; the cluster model alone {rss0:.0f} MiB before the job "
