@@ -307,12 +307,12 @@ def main() -> None:
     steady = rows[1:] or rows
     med = statistics.median(r["total"] for r in steady)
     med_sim = statistics.median(r["sim"] for r in steady)
-    med_net = statistics.median(r["total"] - r["sim"] for r in steady)
+    med_net = statistics.median(r["cpu"] - r["sim"] for r in steady)
     med_reqs = statistics.median(r["reqs"] for r in steady)
     med_cpu = statistics.median(r["cpu"] for r in steady)
     print("(seconds; total = wall time of the trigger, cpu = this process's CPU time in it, which does not grow "
-          "when other jobs share the cores; per stage: exclusive wall time, in brackets the part the simulated "
-          "brokers spent answering; sim = all of the brokers' answering in the trigger)")
+          "when other jobs share the cores; per stage: exclusive wall time, in brackets the CPU time the simulated "
+          "brokers spent answering within it; sim = all of the brokers' answering CPU in the trigger)")
     print("steady-state medians per stage: " + ", ".join(
         f"{s} {statistics.median(r['wall'].get(s, 0.0) for r in steady):.2f}" for s in STAGES))
     by_api = collections.Counter()
@@ -320,8 +320,8 @@ def main() -> None:
         by_api.update(r["by_api"])
     print("requests per trigger by API (mean over steady triggers): " + ", ".join(
         f"{k} {v / len(steady):.0f}" for k, v in sorted(by_api.items())) + f"; {args.brokers} brokers")
-    print(f"median trigger {med:.2f} s wall ({med_cpu:.2f} s CPU) including the simulated brokers' {med_sim:.2f} s; "
-          f"{med_net:.2f} s wall net of them")
+    print(f"median trigger {med:.2f} s wall, {med_cpu:.2f} s CPU of which the simulated brokers' answers "
+          f"{med_sim:.2f} s: the watchdog's own CPU per trigger {med_net:.2f} s")
     print(f"hanging found {len(found)}/{len(hanging_keys)}, late found {len(late_found)}/{len(late_keys)}, "
           f"hanging alerts on other transactions {len(other_hanging)}")
     print(f"driver RSS {rss:.0f} MiB (peak {hwm:.0f} MiB; the cluster model alone {rss0:.0f} MiB before the job "
