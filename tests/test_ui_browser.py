@@ -4,8 +4,10 @@ The first test serves the page from a running ``txnwatch run --source kafka`` ag
 fake and checks what an operator relies on: every open finding listed with the right fields,
 the copy button puts the exact command on the clipboard, the finding page shows its evidence, a
 resolved finding leaves the open list without a page reload, and the stale banner appears when
-the job stops. The others feed the store directly and write the screenshots linked from
-docs/runbook.md (docs/ui/*.png): empty, busy (200 open findings) and an outage.
+the job stops. The others feed the store directly and take the screenshots linked from
+docs/runbook.md: empty, busy (200 open findings) and an outage. They are written to a temporary
+directory (a test run never rewrites the tracked docs/ui/*.png); ``TXNWATCH_UPDATE_SCREENSHOTS=1``
+writes them into docs/ui to refresh the runbook's pictures.
 """
 
 from __future__ import annotations
