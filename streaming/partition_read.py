@@ -51,6 +51,25 @@ from udfs.producer_state import PartitionState
 REDUCE_IN_READ = True
 
 
+@dataclass
+class ReadRows:
+    """The untyped rows of many reads, gathered to be typed in one go (``collect=`` of
+    :func:`data_partition_events` / :func:`txn_partition_events`): ``frames`` (span and marker
+    tables) and ``rows`` (gap, progress and coordinator rows as dicts, None fields left out).
+    A reader of thousands of partitions per micro-batch (the kafka source's group of one broker)
+    would otherwise pay pandas' per-frame cost of a concat per partition."""
+
+    frames: list[pd.DataFrame] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def frame(self) -> pd.DataFrame:
+        """Everything gathered as one frame, typed by ``events.to_frame``."""
+        parts = [f for f in self.frames if len(f)]
+        if self.rows:
+            parts.append(pd.DataFrame.from_records(self.rows))
+        return to_frame(pd.concat(parts, ignore_index=True) if parts else [])
+
+
 @dataclass(frozen=True)
 class ReadContext:
     """Where a read's rows come from and the clock they carry (detection.md §2).
@@ -166,7 +185,8 @@ def data_partition_events(
     progress_position: str | None = None,
     typed: bool = True,
     end_proven: bool | None = None,
-) -> pd.DataFrame:
+    collect: ReadRows | None = None,
+) -> pd.DataFrame | None:
     """Events of one read of a data partition, ending with its progress row.
 
     ``state``: the partition replay up to where this read starts (seeded from ``seed`` by the
@@ -213,6 +233,8 @@ def data_partition_events(
               if len(p.cols["max_timestamp"])]
     if newest and max(newest) >= 0:
         prog["last_ts"] = max(newest)
+    if collect is not None:
+        return _collect(frames, [*gaps, prog], ctx, collect)
     frames.append(_records_frame([*gaps, prog], typed))
     return _finish(frames, ctx, typed)
 
@@ -267,7 +289,8 @@ def txn_partition_events(
     progress_position: str | None = None,
     typed: bool = True,
     end_proven: bool | None = None,
-) -> pd.DataFrame:
+    collect: ReadRows | None = None,
+) -> pd.DataFrame | None:
     """Events of one read of a ``__transaction_state`` partition, ending with its progress row.
 
     ``replay`` (the records before this read) is advanced in place. Without ``broker`` offsets the
@@ -276,11 +299,15 @@ def txn_partition_events(
     of the read (null: no record), ``end_proven`` as for data partitions.
     """
     frames: list[pd.DataFrame] = []
+    routed: list[dict[str, Any]] = []
     for piece in pieces:
         records = reduce_coordinator_records(piece.records) if REDUCE_IN_READ else piece.records
         rows = txn_state_rows(records, partition=ctx.partition, source_position=piece.source_position,
                               topic=ctx.topic, **ctx.common)
-        frames.append(_records_frame(route_coordinator_rows(rows, replay.known), typed))
+        if collect is not None:
+            routed += route_coordinator_rows(rows, replay.known)
+        else:
+            frames.append(_records_frame(route_coordinator_rows(rows, replay.known), typed))
         replay.advance(piece.leader_epoch, piece.next_offset)
     offsets = broker or Offsets(replay.next_offset, replay.next_offset, log_start_offset)
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
@@ -293,6 +320,8 @@ def txn_partition_events(
     newest = [r["timestamp"] for piece in pieces for r in piece.records if r.get("timestamp") is not None]
     if newest:
         prog["last_ts"] = max(newest)
+    if collect is not None:
+        return _collect(frames, [*routed, *gaps, prog], ctx, collect)
     frames.append(_records_frame([*gaps, prog], typed))
     return _finish(frames, ctx, typed)
 
@@ -304,6 +333,27 @@ def _records_frame(rows: list[dict[str, Any]], typed: bool) -> pd.DataFrame:
     if typed:
         return pd.DataFrame.from_records(rows)
     return pd.DataFrame.from_records([{k: v for k, v in r.items() if v is not None} for r in rows])
+
+
+def _collect(frames: list[pd.DataFrame], rows: list[dict[str, Any]], ctx: ReadContext, out: ReadRows) -> None:
+    """:func:`_finish` for a caller gathering many reads (``collect=``): the same rows and
+    stamps, appended to ``out`` untyped instead of concatenated and typed per read."""
+    stamps = {k: v for k, v in (("from_log_start", ctx.from_log_start), ("read_from_zero", ctx.read_from_zero))
+              if v is not None}
+    snap = ctx.snapshot_offset
+    for f in frames:
+        if len(f):
+            for k, v in stamps.items():
+                f[k] = v
+            if snap is not None:
+                f.loc[f["kind"].isin(("data", "marker")), "snapshot_offset"] = snap
+            out.frames.append(f)
+    for r in rows:
+        r = {k: v for k, v in r.items() if v is not None}
+        r.update(stamps)
+        if snap is not None and r["kind"] == "progress":
+            r["snapshot_offset"] = snap
+        out.rows.append(r)
 
 
 def _finish(frames: list[pd.DataFrame], ctx: ReadContext, typed: bool = True) -> pd.DataFrame:
