@@ -48,8 +48,7 @@ from udfs.model import DecodeError
 from udfs.producer_state import PartitionState
 from udfs.record_batch import BatchScan, scan_batches
 from udfs.snapshot import decode_snapshot
-from udfs.txn_log import decode_txn_log_segment
-from udfs.txn_log_vec import decode_txn_log_reduced
+from udfs.txn_log import decode_txn_log_reduced, decode_txn_log_segment
 
 TXN_TOPIC = "__transaction_state"
 _PART_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -402,7 +401,7 @@ def _txn_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc:
 def _decode_txn(data: bytes, **kw: Any) -> tuple[list[dict[str, Any]], BatchScan]:
     """A chunk's ``__transaction_state`` records: only those ``reduce_coordinator_records`` keeps
     when the read reduces (``partition_read.REDUCE_IN_READ``), decoded with numpy
-    (``udfs.txn_log_vec``); the same list and errors as decoding all and reducing. The prefix
+    (``udfs.txn_log``); the same list and errors as decoding all and reducing. The prefix
     replay (``CoordinatorReplay.fold``) needs only each id's last record, which the reduction keeps."""
     if partition_read.REDUCE_IN_READ:
         return decode_txn_log_reduced(data, **kw)
