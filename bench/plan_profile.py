@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.live_scale import build_root
 from streaming.sources import kafka as ksrc
+from streaming.sources.kafka_clients import client_for
 from tests.kafka_fake_broker import FakeKafkaBroker
 
 
@@ -69,7 +70,7 @@ def main() -> None:
                     "starting_offsets": "earliest"}
             reader = ksrc.KafkaStreamReader(opts)
             if args.metadata_max_age_ms is not None:
-                w = ksrc._wire(reader.opts)
+                w = client_for(reader.opts)
                 w._config["metadata_max_age_ms"] = args.metadata_max_age_ms
             t0 = time.perf_counter()
             start = reader.initialOffset()
@@ -92,7 +93,7 @@ def main() -> None:
 
             # the same calls again, profiled on every thread they use: the caller (latestOffset),
             # KafkaWire's IO thread (encode, decode, retries) and the fake's connection threads
-            w = ksrc._wire(reader.opts)
+            w = client_for(reader.opts)
             io_prof, caller_prof = cProfile.Profile(), cProfile.Profile()
             fake_profs: dict[int, cProfile.Profile] = {}
             orig = broker._handle_frame
@@ -112,14 +113,14 @@ def main() -> None:
                 io_prof.disable()
 
             broker._handle_frame = handle
-            w._net.run(io_on)
+            w._transport.run(io_on)
             t0 = time.perf_counter()
             caller_prof.enable()
             for _ in range(args.rounds):
                 start = reader.latestOffset(start, None)
             caller_prof.disable()
             wall = (time.perf_counter() - t0) * 1000 / args.rounds
-            w._net.run(io_off)
+            w._transport.run(io_off)
             broker._handle_frame = orig
             print(f"\nunder cProfile (all threads): {wall:.0f} ms per latestOffset")
             _report(caller_prof, "caller thread (KafkaStreamReader.latestOffset)", args.top, args.rounds)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from streaming.sources import kafka as kafka_source
+from streaming.sources import kafka_reader
 from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
 from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker
@@ -31,7 +31,7 @@ _watchdog = kafka_watchdog(90)
 def _fresh_clients():
     yield
     close_wires()
-    kafka_source._TXN_MEMO.clear()
+    kafka_reader._TXN_MEMO.clear()
 
 
 def events(r: KafkaStreamReader, start: dict, end: dict) -> pd.DataFrame:
@@ -57,7 +57,7 @@ def test_a_failed_rebuild_of_the_coordinator_replay_is_not_a_complete_empty_view
         assert len(progress_of(ev1, p)) == 1 and (ev1["kind"] == "txn_state").any()
         # a new executor process: no memo, so the replay up to offset end1 is rebuilt from the log
         # start; every answer of that rebuild comes back empty (tiered-storage read timing out)
-        kafka_source._TXN_MEMO.clear()
+        kafka_reader._TXN_MEMO.clear()
         broker.remote_fetch_timeout(TXN, p)
         end2 = r.latestOffset(end1, None)
         ev2 = events(r, end1, end2)
@@ -66,7 +66,7 @@ def test_a_failed_rebuild_of_the_coordinator_replay_is_not_a_complete_empty_view
         assert progress_of(ev2, p).empty
         gaps = ev2[(ev2["kind"] == "gap") & (ev2["topic"] == TXN) & (ev2["partition"] == p)]
         assert len(gaps) == 1 and "coordinator view" in gaps.iloc[0]["reason"]
-        assert (kafka_source._TXN_MEMO.get((broker.bootstrap_servers, p)) is None)  # nothing memoised
+        assert (kafka_reader._TXN_MEMO.get((broker.bootstrap_servers, p)) is None)  # nothing memoised
         # the other coordinator partitions are read as usual
         others = [q for q in broker.topics()[TXN] if q != p]
         assert all(len(progress_of(ev2, q)) == 1 for q in others)
@@ -90,4 +90,4 @@ def test_a_gap_inside_a_coordinator_read_leaves_the_partition_incomplete(tmp_pat
         assert progress_of(ev, p).empty
         gaps = ev[(ev["kind"] == "gap") & (ev["topic"] == TXN) & (ev["partition"] == p)]
         assert len(gaps) == 1 and gaps.iloc[0]["first_offset"] == 0
-        assert kafka_source._TXN_MEMO.get((broker.bootstrap_servers, p)) is None
+        assert kafka_reader._TXN_MEMO.get((broker.bootstrap_servers, p)) is None

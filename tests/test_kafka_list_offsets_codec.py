@@ -10,13 +10,13 @@ import pytest
 from kafka.protocol.consumer import ListOffsetsRequest
 
 from streaming.simulate.encode import encode_batch
-from streaming.sources.kafka_wire import (
+from streaming.sources.kafka_client.list_offsets_codec import (
     LIST_OFFSETS_MAX_VERSION,
     LIST_OFFSETS_MIN_VERSION,
-    KafkaWire,
-    _ListOffsets,
-    _ListOffsetsDecoder,
 )
+from streaming.sources.kafka_client.list_offsets_codec import ListOffsetsDecoder as _ListOffsetsDecoder
+from streaming.sources.kafka_client.list_offsets_codec import ListOffsetsFor as _ListOffsets
+from streaming.sources.kafka_wire import KafkaWire
 from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import DEFAULT_API_VERSIONS, FakeKafkaBroker, _ListOffsetsAnswer
 

@@ -56,10 +56,6 @@ def findings(job: LiveJob) -> list[dict]:
                   key=lambda f: (f["topic"], f["partition"], f["first_offset"]))
 
 
-def fetch_bytes(broker) -> int:
-    return sum(len(getattr(r, "records", b"") or b"") for r in broker.requests_for("Fetch"))
-
-
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_probe_mode_finds_what_full_mode_finds(tmp_path, name):
     sc = live_scenario(tmp_path, name, seed=11)
@@ -101,7 +97,9 @@ def test_probe_without_following_sees_the_oldest_open_transaction_only(tmp_path,
     assert (got["probe"] != got["full"]) == (name == "txn-state-compacted")
 
 
-def _requested(broker, since: int, api: str = "Fetch") -> set[tuple[str, int]]:
+def _requested(broker, since: int, api: str = "fetch") -> set[tuple[str, int]]:
+    """Partitions named in requests of ``api`` since request ``since`` (the fake records API
+    names as kafka-python spells them: ``fetch``, ``list_offsets``)."""
     out = set()
     for r in broker.requests[since:]:
         if r.api != api:

@@ -28,14 +28,12 @@ except ImportError as exc:  # pragma: no cover - the package is a declared depen
 __all__ = ["crc32c", "read_uvarint", "read_varint", "encode_uvarint", "uvarint_len"]
 
 
-def read_uvarint(buf: bytes | memoryview, pos: int, end: int | None = None) -> tuple[int, int]:
-    """Unsigned varint at ``pos`` (at most 5 bytes for an int32, as ``ByteUtils.readUnsignedVarint``);
-    returns (value, next position)."""
-    limit = len(buf) if end is None else end
+def _read_groups(buf: bytes | memoryview, pos: int, limit: int, max_shift: int, what: str) -> tuple[int, int]:
+    """The base-128 groups of one varint, least significant first, as they stand in the bytes."""
     value = shift = 0
     while True:
-        if pos >= limit or shift > 28:
-            raise ValueError("unsigned varint runs past its end")
+        if pos >= limit or shift > max_shift:
+            raise ValueError(f"{what} runs past its end")
         b = buf[pos]
         pos += 1
         value |= (b & 0x7F) << shift
@@ -44,19 +42,20 @@ def read_uvarint(buf: bytes | memoryview, pos: int, end: int | None = None) -> t
         shift += 7
 
 
+def read_uvarint(buf: bytes | memoryview, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Unsigned varint at ``pos`` (at most 5 bytes for an int32, as ``ByteUtils.readUnsignedVarint``);
+    returns (value, next position)."""
+    return _read_groups(buf, pos, len(buf) if end is None else end, 28, "unsigned varint")
+
+
 def read_varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
     """Zigzag varint or varlong at ``pos`` (at most 10 bytes, ``ByteUtils.readVarlong``); returns
     (value, next position)."""
-    shift = raw = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise ValueError("varint runs past the record")
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
+    if pos < end and buf[pos] < 0x80:  # one byte: most lengths and deltas, spare the loop
+        raw = buf[pos]
+        return (raw >> 1) ^ -(raw & 1), pos + 1
+    raw, pos = _read_groups(buf, pos, end, 63, "varint")
+    return (raw >> 1) ^ -(raw & 1), pos
 
 
 def encode_uvarint(n: int) -> bytes:

@@ -1,0 +1,230 @@
+"""The client core: one :class:`Transport`, version negotiation, request codecs, KIP-219 throttling.
+
+Every Kafka API of the client (:mod:`~streaming.sources.kafka_client.metadata`,
+:mod:`~streaming.sources.kafka_client.list_offsets`, :mod:`~streaming.sources.kafka_client.fetch`)
+sends its requests through :meth:`ClientCore._send` / :meth:`ClientCore._send_nowait`:
+
+1. **Throttle** (KIP-219, brokers 2.0+): an answer with ``throttle_time_ms`` > 0 means the broker
+   mutes that connection for that long. The next request to that node waits until the throttle
+   has passed (the Java client's ``NetworkClient.maybeThrottle`` +
+   ``ClusterConnectionStates.throttle``), other nodes are asked as usual, and a throttle is never a
+   failure. As in kafka-python's ``KafkaConnection._maybe_throttle``, only brokers whose
+   ApiVersions tell 2.0 or newer are obeyed (older ones delay the answer themselves).
+2. **Connection and version**: the transport's connection to the node reports the broker's
+   ApiVersions ranges; the request gets the newest version both sides support within the
+   request's own ``min_version``/``max_version`` (kafka-python's ``BrokerVersionData.api_version``,
+   which raises ``IncompatibleBrokerVersion`` when there is none). A request object that already
+   has a version keeps it (a Fetch re-sent to a preferred read replica).
+3. **Codec**: the request body is encoded by the request object (kafka-python's schema classes,
+   or :mod:`~streaming.sources.kafka_client.list_offsets_codec`) and the answer body decoded by
+   the response class its header names; a body that does not decode is ``KafkaProtocolError``
+   (retriable, as kafka-python's ``KafkaProtocol`` raises it).
+
+The core also owns the client's configuration, its lifecycle (lazy start, pickling: only the
+configuration travels), the :class:`MetadataCache` and the messages naming brokers and ACLs.
+It imports no API module.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.errors as Errors
+from kafka.future import Future
+from kafka.protocol.broker_version_data import BrokerVersionData
+
+from streaming.sources.kafka_client.errors import KafkaAuthorizationError, KafkaWireError, describe
+from streaming.sources.kafka_client.metadata_cache import MetadataCache
+from streaming.sources.kafka_client.transport import NodeId, Transport, TransportFactory, WireRequest
+from streaming.sources.kafka_parallel import StalledNodes
+from streaming.sources.kafka_security import authorization_message, principal_of
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ClientCore"]
+
+_API_VERSIONS_KEY = 18  # ApiVersions answers always use response header v0 (KIP-511)
+
+
+def _socket_transport(config: dict[str, Any]) -> Transport:
+    from streaming.sources.kafka_client.socket_transport import SocketTransport  # the default, real network
+    return SocketTransport(config)
+
+
+@dataclass(slots=True)
+class Pending:
+    """A request on its way: the transport's Future of the answer body and how to decode it."""
+
+    node: NodeId
+    future: Future
+    decoder: Any
+    versions: BrokerVersionData | None
+
+
+class ClientCore:
+    """Configuration, transport, request path and metadata cache shared by every Kafka API."""
+
+    def __init__(self, config: dict[str, Any], transport: TransportFactory | None = None):
+        self._config = config
+        self._transport_factory = transport
+        self._init_runtime()
+
+    # ------------------------------------------------------------------ lifecycle
+    def _init_runtime(self) -> None:
+        self._lock = threading.Lock()
+        self._transport: Transport | None = None
+        self._finalizer: Any = None
+        self._closed = False
+        self._cache = MetadataCache(self._config)
+        self._throttle_until: dict[NodeId, float] = {}  # node -> monotonic end of its KIP-219 throttle
+        self.throttle_waits = 0  # requests held back by a KIP-219 throttle (see _unthrottled)
+        self._stalled = StalledNodes()  # brokers with a request overdue past broker_timeout_ms
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_config": dict(self._config), "_transport_factory": self._transport_factory}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._config = state["_config"]
+        self._transport_factory = state.get("_transport_factory")
+        self._init_runtime()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(self._config["bootstrap_servers"])
+
+    @property
+    def broker_version(self) -> tuple[int, ...] | None:
+        """Broker version inferred from ApiVersions (None before connecting)."""
+        bvd = self._transport.broker_version_data if self._transport is not None else None
+        return bvd.broker_version if bvd is not None else None
+
+    def close(self) -> None:
+        """Close connections and stop the IO thread. Idempotent; the object cannot be reused."""
+        with self._lock:
+            self._closed = True
+            if self._finalizer is not None:
+                self._finalizer()
+                self._finalizer = None
+            self._transport = None
+
+    def connect(self) -> None:
+        """Start the IO thread and bootstrap cluster metadata (otherwise done on first use)."""
+        self._ensure_started()
+
+    def _ensure_started(self) -> Transport:
+        with self._lock:
+            if self._closed:
+                raise KafkaWireError("KafkaWire is closed")
+            if self._transport is None:
+                transport = (self._transport_factory or _socket_transport)(self._config)
+                transport.start()
+                self._transport = transport
+                closer = getattr(transport, "closer", None)  # must not hold the client alive
+                self._finalizer = weakref.finalize(self, closer() if closer is not None else transport.close)
+            transport = self._transport
+        if not transport.bootstrapped:
+            transport.bootstrap(self._config["bootstrap_timeout_ms"])
+        return transport
+
+    def _run(self, coro, *args):
+        """Run ``coro(*args)`` on the IO loop (starting it first) and return its result."""
+        self._ensure_started()
+        transport = self._transport
+        if transport is None:
+            raise KafkaWireError("KafkaWire is closed")
+        try:
+            return transport.run(coro, *args)
+        except KafkaWireError:
+            raise
+        except Errors.KafkaError as exc:
+            raise KafkaWireError(f"Kafka request failed against {self.bootstrap_servers}: "
+                                 f"{describe(exc)}") from exc
+
+    # ------------------------------------------------------------------ requests (IO thread)
+    def _safety_ms(self) -> int:
+        # safety net on top of the transport's own per-request and connection-setup timers
+        return self._config["request_timeout_ms"] + self._config["socket_connection_setup_timeout_ms"] + 1000
+
+    async def _send_nowait(self, node_id: NodeId, request: Any) -> Pending:
+        """Put a request on the node's connection (once any throttle has passed and the
+        connection is up) without waiting for the answer: pipelined requests use this."""
+        await self._unthrottled(node_id)
+        transport = self._transport
+        connected = transport.connect(node_id)
+        versions = connected.value if connected.succeeded() else await transport.wait_for(connected, self._safety_ms())
+        if request.API_VERSION is None:
+            if versions is None:
+                raise Errors.IncompatibleBrokerVersion(f"no ApiVersions from {self._node_desc(node_id)}")
+            request.API_VERSION = versions.api_version(request)
+        version = request.API_VERSION
+        request.with_header(correlation_id=0, client_id=self._config["client_id"])  # names the response class
+        decoder = request.header.get_response_class()
+        flexible = bool(request.flexible_version_q(version))
+        wire = WireRequest(request.API_KEY, version, bytes(request.encode()), flexible,
+                           flexible and request.API_KEY != _API_VERSIONS_KEY)
+        future = transport.send(node_id, wire, self._config["request_timeout_ms"])
+        return Pending(node_id, future, decoder, versions)
+
+    async def _await(self, pending: Pending) -> Any:
+        """The decoded answer of a :meth:`_send_nowait` request."""
+        body = await self._transport.wait_for(pending.future, self._safety_ms())
+        try:
+            response = pending.decoder.decode(body)
+        except (ValueError, struct.error) as exc:
+            log.error("KafkaWire: undecodable %d-byte answer from %s: %s", len(body), self._node_desc(pending.node),
+                      exc)
+            raise Errors.KafkaProtocolError("Unable to decode response") from exc
+        self._note_throttle(pending.node, response, pending.versions)
+        return response
+
+    async def _send(self, node_id: NodeId, request: Any) -> Any:
+        """Send one request to a node and return its decoded answer."""
+        return await self._await(await self._send_nowait(node_id, request))
+
+    # ------------------------------------------------------------------ KIP-219 throttling
+    def _note_throttle(self, node_id: NodeId, response: Any, versions: BrokerVersionData | None) -> None:
+        throttle_ms = getattr(response, "throttle_time_ms", 0) or 0
+        if throttle_ms <= 0:
+            return
+        log.warning("KafkaWire: %s: %s throttled by broker (%d ms)", self._node_desc(node_id),
+                    type(response).__name__, throttle_ms)
+        broker = versions.broker_version if versions is not None else None
+        if broker is not None and broker >= (2, 0):  # older brokers delay the answer themselves
+            until = time.monotonic() + throttle_ms / 1000
+            if until > self._throttle_until.get(node_id, 0.0):
+                self._throttle_until[node_id] = until
+
+    def _throttled_for(self, node_id: NodeId) -> int:
+        """Milliseconds the node stays throttled (KIP-219), 0 if it is not."""
+        left = self._throttle_until.get(node_id, 0.0) - time.monotonic()
+        return max(int(left * 1000), 1) if left > 0 else 0
+
+    async def _unthrottled(self, node_id: NodeId) -> None:
+        """Wait until the node is no longer throttled; other nodes are not held up."""
+        while (left := self._throttle_until.get(node_id, 0.0) - time.monotonic()) > 0:
+            self.throttle_waits += 1
+            await self._transport.sleep(max(left, 0.005))
+
+    # ------------------------------------------------------------------ messages
+    def _node_desc(self, node_id: Any) -> str:
+        if node_id == -1:
+            return "none (no leader)"
+        transport = self._transport
+        address = transport.address(node_id) if transport is not None else None
+        if address is None:
+            return f"node {node_id}"
+        if isinstance(node_id, str) and node_id.startswith("bootstrap-"):
+            return f"bootstrap server {address[0]}:{address[1]}"
+        return f"node {node_id} at {address[0]}:{address[1]}"
+
+    def _denied(self, api: str, code: int, resource: str, node: Any) -> KafkaAuthorizationError:
+        msg = authorization_message(api, code, resource, principal=principal_of(self._config),
+                                    bootstrap=self.bootstrap_servers,
+                                    broker=self._node_desc(node) if node is not None else None)
+        return KafkaAuthorizationError(msg, error_code=code)
