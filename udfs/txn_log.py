@@ -39,6 +39,8 @@ without it (keep each move to Ongoing) never applies to step 4; :func:`reduce_co
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -625,3 +627,31 @@ def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, 
             keep[i] = True
         next_key[tid] = run_keys[i]
     return [r for r, k in zip(records, keep, strict=True) if k]
+
+
+@dataclass
+class CoordinatorReplay:
+    """What a read of a ``__transaction_state`` partition needs from the records before it:
+    transactional id → last producer id (to route tombstones and supersessions), the highest
+    partitionLeaderEpoch (= coordinator epoch, kafka-formats.md §5.6) and the next offset."""
+
+    known: dict[str, int] = field(default_factory=dict)
+    max_epoch: int = -1
+    next_offset: int | None = None
+
+    def copy(self) -> CoordinatorReplay:
+        return CoordinatorReplay(dict(self.known), self.max_epoch, self.next_offset)
+
+    def fold(self, records: Sequence[dict[str, Any]], leader_epoch: int = -1, next_offset: int | None = None) -> None:
+        """Replay records (offset order) without emitting events: a prefix before the read."""
+        for r in records:
+            if r["tombstone"]:
+                self.known.pop(r["transactional_id"], None)
+            else:
+                self.known[r["transactional_id"]] = r["producer_id"]
+        self.advance(leader_epoch, next_offset)
+
+    def advance(self, leader_epoch: int, next_offset: int | None) -> None:
+        self.max_epoch = max(self.max_epoch, leader_epoch)
+        if next_offset is not None:
+            self.next_offset = next_offset

@@ -43,16 +43,27 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
+from streaming import partition_read
 from streaming.clock_guard import DEFAULT_TOLERANCE_MS, guarded_clock
 from streaming.events import arrow_schema, spark_schema, to_frame
-from streaming.sources.logdir import (
+from streaming.normalize import gap_event
+from streaming.partition_read import (
+    BatchPiece,
+    Offsets,
+    ReadContext,
+    TxnPiece,
+    data_partition_events,
+    txn_partition_events,
+)
+from streaming.sources.log_layout import (
     Chunk,
+    PartitionDir,
     chunks_between,
+    list_files,
     list_partitions,
     parse_partition_dir,
-    plan_partition,
-    read_range,
 )
+from streaming.sources.logdir import PartitionRead, plan_partition, read_partition
 
 
 def plan_offsets(opts: dict[str, Any], start: dict, max_bytes: int | None) -> dict:
@@ -158,6 +169,63 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "max_bytes": int(mb) if mb not in (None, "", "None") else None,
         "groups": max(1, int(options.get("input_partitions") or _default_groups())),
     }
+
+
+def read_range(
+    part: PartitionDir,
+    chunks: list[Chunk],
+    *,
+    start: tuple[int, int] | None,
+    end: tuple[int, int] | None,
+    cluster: str,
+    clock_ms: int,
+    validate_crc: bool = True,
+    source: str = "segments",
+    seed_offset: int | None = None,
+    txn_partition_count: int | None = None,
+    typed: bool = True,
+) -> pd.DataFrame:
+    """Events of one planned read of one partition, ending with its progress row (untyped with
+    ``typed=False``: see ``partition_read.data_partition_events``): the partition's files as
+    listed (``part``, ``chunks``: :mod:`streaming.sources.log_layout`), read and decoded
+    (:func:`streaming.sources.logdir.read_partition`), then turned into events
+    (:func:`read_events`); see the module docstring for the call trace.
+
+    ``seed_offset``: the snapshot the partition's first plan chose (-1: none; None: choose the
+    newest readable one now). ``txn_partition_count``: ``__transaction_state``'s partition count
+    for its progress rows (config ``txn_state_partitions``).
+    """
+    files = list_files(part, start)
+    read = read_partition(files, chunks, start=start, end=end, validate_crc=validate_crc, seed_offset=seed_offset,
+                          reduce=partition_read.REDUCE_IN_READ)
+    return read_events(read, cluster=cluster, clock_ms=clock_ms, source=source,
+                       txn_partition_count=txn_partition_count, typed=typed)
+
+
+def read_events(read: PartitionRead, *, cluster: str, clock_ms: int, source: str = "segments",
+                txn_partition_count: int | None = None, typed: bool = True) -> pd.DataFrame:
+    """Step 4 of a log-dir read: a read and decoded partition (:class:`PartitionRead`) → its events."""
+    part = read.part
+    common = dict(source=source, cluster=cluster, event_time_ms=clock_ms)
+    gaps = []
+    for problem, where in read.gaps:
+        g = gap_event(problem, topic=part.topic, partition=part.partition, **common)
+        if where is not None:
+            g["source_position"] = where
+        gaps.append(g)
+    ctx = ReadContext(part.topic, part.partition, source, cluster, clock_ms, from_log_start=read.from_log_start,
+                      read_from_zero=read.read_from_zero, snapshot_offset=read.snapshot_offset,
+                      txn_partition_count=txn_partition_count if part.is_txn_state else None)
+    if part.is_txn_state:
+        pieces = [TxnPiece(*r, reduced=read.reduced) for r in read.records]
+        return txn_partition_events(ctx, pieces, read.replay, gaps=gaps, log_start_offset=read.log_start_offset,
+                                    progress_position=read.progress_position, typed=typed,
+                                    end_proven=read.end_proven)
+    # A backlog (max_bytes_per_trigger) is read through the micro-batch's clock but not to the
+    # partition's end: its verdicts are published unverified until the read that reaches it.
+    return data_partition_events(ctx, [BatchPiece(*b) for b in read.batches], seed=read.seed, gaps=gaps,
+                                 broker=Offsets(read.high_watermark, read.lso, read.log_start_offset),
+                                 progress_position=read.progress_position, typed=typed, end_proven=read.end_proven)
 
 
 def _read_partition(p: SegmentsPartition | SegmentsGroup, opts: dict[str, Any]) -> Iterator[Any]:
