@@ -89,7 +89,7 @@ from udfs.model import (
     TXN_STATES,
     DecodeError,
 )
-from udfs.offsets_text import OffsetsTextError, is_offsets_key, parse_offsets_record
+from udfs.offsets_text import OffsetsTextError, is_offsets_key, json_envelope, parse_offsets_record
 from udfs.varint import uvarint_len as _uvarint_len
 
 # CONTROL_NOT_PRINTED (udfs.model): a control batch whose record the dump did not print (shallow
@@ -863,12 +863,8 @@ class _File:
     @staticmethod
     def _json_value(payload: str, what: str) -> dict[str, Any]:
         try:
-            v = json.loads(payload)
-            version = int(v["version"])
-            d = v["data"]
-            if not isinstance(d, dict):
-                raise TypeError("data is not an object")
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            version, d = json_envelope(payload, "version")
+        except ValueError as exc:
             raise _LineError(f"{what}: payload is not transaction-log JSON ({exc})") from None
         if version not in (0, 1):
             raise _LineError(f"{what}: unknown value version {version}")

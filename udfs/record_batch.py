@@ -341,19 +341,17 @@ def iter_records(buf: memoryview, start: int, end: int, count: int):
         pos += 1
         ts_delta, pos = _read_varint(buf, pos, rec_end)
         off_delta, pos = _read_varint(buf, pos, rec_end)
-        klen, pos = _read_varint(buf, pos, rec_end)
-        key = None
-        if klen >= 0:
-            if pos + klen > rec_end:
-                raise ValueError(f"record key length {klen} exceeds the record")
-            key = buf[pos : pos + klen]
-            pos += klen
-        vlen, pos = _read_varint(buf, pos, rec_end)
-        value = None
-        if vlen >= 0:
-            if pos + vlen > rec_end:
-                raise ValueError(f"record value length {vlen} exceeds the record")
-            value = buf[pos : pos + vlen]
-            pos += vlen
+        key, pos = _nullable_bytes(buf, pos, rec_end, "key")
+        value, pos = _nullable_bytes(buf, pos, rec_end, "value")
         yield off_delta, ts_delta, key, value
         pos = rec_end
+
+
+def _nullable_bytes(buf: memoryview, pos: int, rec_end: int, what: str) -> tuple[memoryview | None, int]:
+    """A record's key or value: varint length (-1: null), then the bytes (``DefaultRecord.readFrom``)."""
+    n, pos = _read_varint(buf, pos, rec_end)
+    if n < 0:
+        return None, pos
+    if pos + n > rec_end:
+        raise ValueError(f"record {what} length {n} exceeds the record")
+    return buf[pos : pos + n], pos + n

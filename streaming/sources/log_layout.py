@@ -64,21 +64,17 @@ def list_partitions(root: str) -> list[PartitionDir]:
 
 def segments(part: PartitionDir) -> list[tuple[int, str]]:
     """(base offset, path) of the partition's ``.log`` files in offset order."""
-    out = []
-    for name in os.listdir(part.path):
-        m = _SEGMENT.match(name)
-        if m:
-            out.append((int(m.group(1)), os.path.join(part.path, name)))
-    return sorted(out)
+    return _numbered(part, _SEGMENT)
 
 
 def snapshots(part: PartitionDir) -> list[tuple[int, str]]:
-    out = []
-    for name in os.listdir(part.path):
-        m = _SNAPSHOT.match(name)
-        if m:
-            out.append((int(m.group(1)), os.path.join(part.path, name)))
-    return sorted(out)
+    """(offset, path) of the partition's ``.snapshot`` files in offset order."""
+    return _numbered(part, _SNAPSHOT)
+
+
+def _numbered(part: PartitionDir, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    matches = ((pattern.match(name), name) for name in os.listdir(part.path))
+    return sorted((int(m.group(1)), os.path.join(part.path, name)) for m, name in matches if m)
 
 
 @dataclass(frozen=True)

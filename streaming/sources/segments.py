@@ -1,5 +1,25 @@
 """``segments`` source: a broker-shaped log directory as a Spark stream or batch (PySpark 4.2+
-Python Data Source API). Thin glue over :mod:`streaming.sources.logdir`.
+Python Data Source API). Thin glue over :mod:`streaming.sources.log_layout` (list),
+:mod:`streaming.sources.logdir` (read, decode) and :mod:`streaming.partition_read` (events).
+
+A read, call by call (``SegmentsBatchReader.read`` / ``SegmentsStreamReader.read`` of one input
+partition, per topic-partition of the group; enforced by ``tests/test_layers.py``):
+
+1. list — ``log_layout.parse_partition_dir``, ``log_layout.list_files`` (``segments``,
+   ``snapshots``, sizes, the ranges before the read's start): directory listings only;
+2. read — ``logdir.read_partition``: ``log_start_offset`` (checkpoint file), ``_seed_at`` /
+   ``newest_snapshot`` (snapshot files), ``end_state``, the prefix replay (``_data_prefix`` /
+   ``_txn_prefix``, memoised per worker) and each planned chunk's bytes (``_read``/``_scan``);
+3. decode — called by step 2 alone, chunk by chunk, never calling back: ``udfs.checkpoint``,
+   ``udfs.snapshot`` (``newest_readable_snapshot`` → ``read_snapshot_file`` →
+   ``decode_snapshot``), ``udfs.record_batch.scan_batches``, ``udfs.txn_log.decode_txn_log_reduced``,
+   and the replays (``udfs.producer_state.replay_batches``, ``CoordinatorReplay.fold``); step 2
+   returns a :class:`~streaming.sources.logdir.PartitionRead`;
+4. events — :func:`read_events` → ``partition_read.data_partition_events`` /
+   ``txn_partition_events`` → ``normalize`` (spans, markers, coordinator rows, gaps, progress) →
+   ``events.to_frame``.
+
+No step calls a step before it, so no module is entered again once the read has moved on.
 
 Options: ``path`` (required), ``cluster`` (default ``default``), ``as_of`` (epoch ms: fixed
 clock), ``validate_crc`` (default true), ``max_bytes_per_trigger`` (per data partition;
