@@ -51,6 +51,7 @@ from streaming.vocab import (
     PREPARED_2PC,
     RESOLVED,
     START_OFFSET_NOT_PROVEN,
+    finding_kind,
 )
 
 REQUIRED_PERMISSION = "CLUSTER_ACTION on the cluster (brokers 3.0-3.7) or ALTER on the cluster (3.8+)"
@@ -298,6 +299,8 @@ def finalize(row: dict[str, Any], part: dict[str, Any] | None, cfg: AlertConfig,
         # detection.md §0: each missing proof; empty iff verified (resolutions: empty)
         "unverified_reasons": ([] if status == RESOLVED else list(v.unverified_reasons) if v is not None
                                else list(row.get("unverified_reasons") or [])),
+        # issue 25: an open transaction on __consumer_offsets holds consumer-group offset commits
+        "kind": finding_kind(row["topic"]),
     }
     out["verify_hint"] = _verify_hint(out, txn_partitions)
     return out

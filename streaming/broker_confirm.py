@@ -35,6 +35,7 @@ Cluster and on the groups) are optional: the message is logged once and the answ
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -56,6 +57,7 @@ from streaming.group_hold import DEFAULT_HOLD_MAX_BYTES, classify_groups, commit
 from streaming.sources.kafka_security import authorization_message, principal_of
 from streaming.sources.kafka_wire import KafkaAuthorizationError
 from streaming.verdict import DescribeProducersAnswer
+from udfs.offset_commit import held_groups, pending_by_partition
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,14 @@ DEFAULT_GROUPS_REFRESH_MS = 60_000
 #: how long a read of the finalized features is reused (they change only on an operator upgrade)
 FEATURES_REFRESH_S = 60.0
 _API_VERSIONS_KEY = 18
+
+
+def id_pattern(transactional_ids: Iterable[str]) -> str:
+    """A ListTransactions TransactionalIdPattern (a Java regex, KIP-1152) selecting exactly these
+    ids: anchored alternation, each id escaped with ``re.escape``, which puts a backslash only
+    before non-alphanumeric characters, and Java's ``Pattern`` takes a backslash before any
+    non-alphabetic character as that character itself."""
+    return "^(?:" + "|".join(re.escape(t) for t in sorted(set(transactional_ids))) + ")$"
 
 
 def producer_answer(answers: dict[int, DescribeProducersAnswer] | None,
@@ -192,6 +202,7 @@ class KafkaBrokerConfirm:
         self._own_wire = None  # a KafkaWire for the group-hold reads when no look-back reader has one
         self._features: tuple[float, int | None] | None = None  # (read at, transaction.version)
         self._long_txns: tuple[float, int, dict[str, Any] | None] | None = None  # (read at, min duration, answer)
+        self._named_txns: dict[tuple[str, ...], tuple[float, dict[str, Any] | None]] = {}  # ids -> (read at, answer)
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
@@ -325,7 +336,8 @@ class KafkaBrokerConfirm:
         ListTransactions v1 is advertised (3.8+, KIP-994), by duration: "now - txnStartTimestamp >
         DurationFilter", so only the long-running few come back. Without v1 the answer holds every
         open transaction (``duration_filter_ms`` None). The KIP-1152 TransactionalIdPattern (v2)
-        is not sent: a finding without a transactional id has no pattern to ask for.
+        is not sent here: a finding without a transactional id has no pattern to ask for
+        (:meth:`transactions_named` sends it where the ids are known).
         """
         now = self._clock()
         with self._lock:
@@ -353,6 +365,50 @@ class KafkaBrokerConfirm:
                                                       "coordinator_id": node}
                 answer = {"by_producer": by_pid, "duration_filter_ms": kw.get("duration_filter_ms")}
             self._long_txns = (now, int(min_duration_ms), answer)
+            return answer
+
+    def transactions_named(self, transactional_ids: Iterable[str]) -> dict[str, Any] | None:
+        """The coordinators' open transactions (Ongoing/PrepareCommit/PrepareAbort) of just these
+        transactional ids: ``{"by_id": {id: {"producer_id", "state", "coordinator_id"}},
+        "pattern": the TransactionalIdPattern sent, or None}``, one ListTransactions per broker,
+        reused for ``TXN_LIST_REFRESH_S``; None when unsupported (before 3.0) or unreachable.
+
+        Where ListTransactions v2 is advertised (4.1+, KIP-1152) the coordinator filters by the
+        pattern ``^(?:id1|id2|...)$`` (each id escaped; anchored, so it selects exactly these ids
+        whether the broker matches the whole id or searches it: ``TransactionStateManager
+        .listTransactionStates``), so only these come back however many transactions the cluster
+        runs. Before v2 the state-filtered listing holds every open transaction and is narrowed
+        here. An id missing from the answer has no open transaction the principal may Describe
+        (``KafkaApis.handleListTransactionsRequest`` leaves out the others): never a proof."""
+        ids = sorted({str(t) for t in transactional_ids if t})
+        if not ids:
+            return {"by_id": {}, "pattern": None}
+        now = self._clock()
+        key = tuple(ids)
+        with self._lock:
+            cached = self._named_txns.get(key)
+            if cached is not None and now - cached[0] < TXN_LIST_REFRESH_S:
+                return cached[1]
+            if not self._available(LIST_TRANSACTIONS, ListTransactionsRequest):  # Kafka 3.0+
+                return None
+            version = self._admin()._manager.broker_version_data.api_versions[ListTransactionsRequest.API_KEY][1]
+            kw: dict[str, Any] = {"state_filters": sorted(_OPEN_STATES)}
+            if version >= 2:
+                kw["transactional_id_pattern"] = id_pattern(ids)
+            try:
+                listed = self._call(LIST_TRANSACTIONS, lambda: self._admin().list_transactions(**kw))
+            except Errors.AuthorizationError as exc:
+                self._once("lt-acl", logging.WARNING, "%s", self._denied(LIST_TRANSACTIONS, exc, "<transactional id>"))
+                listed = None
+            answer = None
+            if listed is not None:
+                wanted = set(ids)
+                answer = {"by_id": {t.transactional_id: {"producer_id": int(t.producer_id),
+                                                         "state": getattr(t.state, "value", str(t.state)),
+                                                         "coordinator_id": node}
+                                    for node, txns in listed.items() for t in txns if t.transactional_id in wanted},
+                          "pattern": kw.get("transactional_id_pattern")}
+            self._named_txns[key] = (now, answer)
             return answer
 
     def last_marker_before(self, topic: str, partition: int, producer_id: int, first_offset: int) -> LookbackResult:
@@ -620,21 +676,18 @@ def held_offset_commits(evidence: Any, partition: int, producer_id: int,
     pending = evidence.pending_offset_commits(partition, producer_id, first_offset)
     if pending is None:
         return None
+    pending = pending_by_partition(pending)
     wanted: dict[str, set[tuple[str, int]]] = {}
     for e in pending:
         if e["group"] is not None:
             wanted.setdefault(e["group"], set()).add((e["topic"], e["partition"]))
     ask = getattr(evidence, "unstable_offsets", None)
     unstable = ask({g: sorted(tps) for g, tps in wanted.items()}) if ask is not None and wanted else None
-    by_tp: dict[tuple, dict[str, Any]] = {}
-    for n, e in enumerate(pending):
-        # the same partition committed twice in one transaction: the later commit is the pending one
-        k = (e["group"], e["topic"], e["partition"]) if e["group"] is not None else (None, None, n)
-        by_tp[k] = {"group": e["group"], "topic": e["topic"], "partition": e["partition"],
-                    "committed_offset": e["committed_offset"], "record_offset": e["offset"],
-                    "unstable": None if unstable is None or e["group"] is None else unstable.get(k),
-                    "reason": e["reason"]}
-    return list(by_tp.values())
+    return [{"group": e["group"], "topic": e["topic"], "partition": e["partition"],
+             "committed_offset": e["committed_offset"], "record_offset": e["offset"],
+             "unstable": (None if unstable is None or e["group"] is None
+                          else unstable.get((e["group"], e["topic"], e["partition"]))),
+             "reason": e["reason"]} for e in pending]
 
 
 def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
@@ -670,6 +723,16 @@ def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
             entry = lt["by_producer"].get(pid)
             found["list_transactions"] = {"found": entry is not None, **(entry or {}),
                                           "duration_filter_ms": lt["duration_filter_ms"]}
+    named = getattr(evidence, "transactions_named", None)
+    if tid and dt is None and named is not None:
+        # DescribeTransactions gave no answer (coordinator unreachable, moving, or not allowed):
+        # a listing of just this id says whether a coordinator still runs an open transaction for
+        # it. Evidence only, like the listing of findings without an id.
+        lt = named([tid])
+        if lt is not None:
+            entry = lt["by_id"].get(tid)
+            found["list_transactions"] = {"found": entry is not None, "transactional_id": tid, **(entry or {}),
+                                          "pattern": lt["pattern"]}
     if dp is not None:
         disagreement = producers_agree(dp, first)
         found["describe_producers"] = {"found": dp.found, "producer_epoch": dp.producer_epoch,
@@ -688,10 +751,17 @@ def annotate(alert: dict[str, Any], evidence: BrokerEvidence) -> dict[str, Any]:
                                           + [p for p in problems if p.startswith(DESCRIBE_TRANSACTIONS)]}
     alert["evidence"] = found or alert.get("evidence")
     alert["confirmed_by"] = confirmed if (dp is not None or dt is not None) else None
-    if topic == OFFSETS_TOPIC and getattr(evidence, "pending_offset_commits", None) is not None:
-        alert["pending_offset_commits"] = held_offset_commits(evidence, partition, pid, first)
     tv = getattr(evidence, "transaction_version", None)
     alert["transaction_version"] = tv() if tv is not None else None
+    if topic == OFFSETS_TOPIC:
+        # kind group-offsets-held: the groups it holds are those whose offset commits it keeps
+        # pending (OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT), not readers of
+        # __consumer_offsets; "lagging" does not apply to them.
+        if getattr(evidence, "pending_offset_commits", None) is not None:
+            alert["pending_offset_commits"] = held_offset_commits(evidence, partition, pid, first)
+            alert["blocked_groups"] = held_groups(alert["pending_offset_commits"])
+            alert["lagging_groups"] = None
+        return alert
     positions = getattr(evidence, "group_positions", None)
     if positions is not None:
         held_lagging = positions(topic, partition, first)

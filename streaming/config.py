@@ -42,6 +42,8 @@ class KafkaConfig:
     topics: tuple[str, ...] = ()
     topic_pattern: str = ""
     include_internal: bool = False
+    # issue 25: open transactional offset commits on __consumer_offsets hold consumer groups
+    watch_consumer_offsets: bool = True
     starting_offsets: str = "lso"
     max_offsets_per_trigger: int = 0
     fetch_max_bytes: int = 4194304

@@ -3,8 +3,9 @@
 The live path reads them from the broker (``streaming.broker_confirm.held_offset_commits``); a
 scan has the same bytes on disk: the ``__consumer_offsets-N`` segments of a log dir, or
 ``kafka-dump-log.sh --offsets-decoder`` text of that partition. This module reads the input
-again for just those partitions and fills the alert field ``pending_offset_commits``
-(``unstable`` is None: no coordinator to ask). Findings on other topics are left untouched.
+again for just those partitions and fills the alert fields ``pending_offset_commits``
+(``unstable`` is None: no coordinator to ask) and ``blocked_groups`` (the groups whose commits are
+pending) of these ``group-offsets-held`` findings. Findings on other topics are left untouched.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from udfs.dump_text import detect_dump, merge_segments, parse_dump, path_info
-from udfs.offset_commit import open_offset_commits, open_offset_commits_in_dump
+from udfs.offset_commit import (
+    held_groups,
+    open_offset_commits,
+    open_offset_commits_in_dump,
+    pending_by_partition,
+)
 
 log = logging.getLogger("txnwatch")
 
@@ -72,10 +78,9 @@ def add_pending_offset_commits(findings: list[dict[str, Any]], paths: list[str])
             continue
         if pending is None:
             continue
-        by_tp: dict[tuple, dict[str, Any]] = {}
-        for n, e in enumerate(pending):
-            k = (e["group"], e["topic"], e["partition"]) if e["group"] is not None else (None, None, n)
-            by_tp[k] = {"group": e["group"], "topic": e["topic"], "partition": e["partition"],
-                        "committed_offset": e["committed_offset"], "record_offset": e["offset"], "unstable": None,
-                        "reason": e["reason"]}
-        a["pending_offset_commits"] = list(by_tp.values())
+        a["pending_offset_commits"] = [
+            {"group": e["group"], "topic": e["topic"], "partition": e["partition"],
+             "committed_offset": e["committed_offset"], "record_offset": e["offset"], "unstable": None,
+             "reason": e["reason"]} for e in pending_by_partition(pending)]
+        # kind group-offsets-held: the groups whose offset commits it keeps pending
+        a["blocked_groups"] = held_groups(a["pending_offset_commits"])

@@ -48,6 +48,7 @@ from streaming.vocab import (
     OPEN_BEFORE_LOG_START,
     RESOLVED,
     START_OFFSET_NOT_PROVEN,
+    finding_kind,
 )
 
 TXN_TOPIC = "__transaction_state"
@@ -197,6 +198,7 @@ class PinnedLso:
             "required_permission": self.required_permission if status == HANGING else None,
             "threshold_ms": threshold, "clock_skew": False, "input": f"{entry['topic']}-{entry['partition']}",
             "log_start_offset": entry["log_start"], "pinned_since_ms": entry["since_ms"],
+            "kind": finding_kind(entry["topic"]),
             "confirmed_by": ["DescribeProducers"] if identified else None,
             # detection.md §0: never verified; the coordinator was not checked, and without a broker
             # answer naming the producer nothing says where its transaction began

@@ -104,7 +104,8 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
                           "the probe mode reads only what is open, from the LSO")
     opts = {"bootstrap_servers": k.bootstrap_servers, "cluster": cluster,
             "topics": json.dumps(list(k.topics)), "topic_pattern": k.topic_pattern,
-            "include_internal": str(k.include_internal).lower(), "starting_offsets": k.starting_offsets,
+            "include_internal": str(k.include_internal).lower(),
+            "watch_consumer_offsets": str(k.watch_consumer_offsets).lower(), "starting_offsets": k.starting_offsets,
             "max_offsets_per_trigger": str(k.max_offsets_per_trigger), "fetch_max_bytes": str(k.fetch_max_bytes),
             "client_id": k.client_id, "request_timeout_ms": str(k.request_timeout_ms),
             "broker_timeout_ms": str(k.broker_timeout_ms),

@@ -51,6 +51,24 @@ LATE_CAUSES = (MARKERS_PENDING, COORDINATOR_STUCK, LONG_TRANSACTION, LSO_PINNED_
 
 CAUSES = HANGING_CAUSES + LATE_CAUSES
 
+# -- finding kinds (issue 25 item 1) -----------------------------------------------------------------
+# What an open transaction holds. Every transactional batch of ``__consumer_offsets`` is a
+# TxnOffsetCommit of a transactional producer's ``sendOffsetsToTransaction``
+# (GroupMetadataManager.storeOffsets / OffsetMetadataManager.commitTransactionalOffset write it with
+# the producer's id): until its marker lands, the group coordinator keeps those offsets pending and
+# OffsetFetch(require_stable) answers UNSTABLE_OFFSET_COMMIT for them, so the consumer group cannot
+# start. Status and cause follow the same verdict as on any partition; the kind says what it blocks.
+OFFSETS_TOPIC = "__consumer_offsets"
+KIND_TRANSACTION = "transaction"  # an open transaction on a data partition
+KIND_GROUP_OFFSETS_HELD = "group-offsets-held"  # an open transactional offset commit on __consumer_offsets
+FINDING_KINDS = (KIND_TRANSACTION, KIND_GROUP_OFFSETS_HELD)
+
+
+def finding_kind(topic: str) -> str:
+    """The kind of a finding on ``topic`` (see :data:`FINDING_KINDS`)."""
+    return KIND_GROUP_OFFSETS_HELD if topic == OFFSETS_TOPIC else KIND_TRANSACTION
+
+
 # -- resolutions ----------------------------------------------------------------------------------
 RESOLUTIONS = ("committed", "aborted", "closed", "lso-advanced")
 
@@ -105,6 +123,8 @@ ALERT_FIELDS = (
     "log_start_offset", "pinned_since_ms",
     # what a finding's verification lacks (issue 19, detection.md §0): UNVERIFIED_REASONS, empty iff verified
     "unverified_reasons",
+    # what the finding holds (issue 25 item 1): FINDING_KINDS; group-offsets-held only on __consumer_offsets
+    "kind",
 )
 # Fields of a partition availability record (the schema's other properties are the findings').
 AVAILABILITY_FIELDS = ("schema_version", "key", "status", "cluster", "topic", "partition", "reason", "since_ms",

@@ -67,7 +67,8 @@ What is modelled (and how faithfully)
   ``ProducerAppendInfo.append``; ``KafkaApis.handleDescribeProducersRequest`` ->
   ``ReplicaManager.activeProducerState`` -> ``UnifiedLog.activeProducers``); a non-leader
   answers NOT_LEADER_OR_FOLLOWER (``getPartitionOrError``).
-* **DescribeTransactions** v0 / **ListTransactions** v0-1 (KIP-664, 3.0+): the coordinator's
+* **DescribeTransactions** v0 / **ListTransactions** v0-2 (KIP-664, 3.0+; v1 duration filter, KIP-994;
+  v2 transactional-id pattern, KIP-1152): the coordinator's
   in-memory transaction metadata (``TransactionCoordinator.handleDescribeTransactions`` /
   ``handleListTransactions``): DESCRIBE on the TransactionalId, topics the principal may not
   Describe left out; ids from InitProducerId/AddPartitionsToTxn/EndTxn or
@@ -86,8 +87,11 @@ What is modelled (and how faithfully)
   KIP-848 group types (``group_type``): ListGroups v5 answers each group's type and applies the
   TypesFilter (``GroupMetadataManager.listGroups``); OffsetFetch of a share group answers
   GROUP_ID_NOT_FOUND (``ShareGroup.validateOffsetFetch``). OffsetFetch v7+ with ``require_stable``
-  answers UNSTABLE_OFFSET_COMMIT for partitions marked with :meth:`FakeKafkaBroker.pend_offset_commits`
-  (``GroupMetadataManager.getOffsets``); the fake does not derive them from ``__consumer_offsets``.
+  answers UNSTABLE_OFFSET_COMMIT (``GroupMetadataManager.getOffsets``) for the partitions with a
+  transactional offset commit still pending in the served ``__consumer_offsets`` partitions
+  (replayed as ``GroupMetadataManager.loadGroupsAndOffsets`` does: :func:`_offsets_log`) or marked
+  with :meth:`FakeKafkaBroker.pend_offset_commits`; the offsets a plain or committed record stored
+  there are the group's committed offsets too.
   **FindCoordinator** checks DESCRIBE on the group / transactional id (``KafkaApis.getCoordinator``).
   Only the tables of releases that have an API advertise it (``broker_version``).
 * **CreateTopics** v2-7: creates ``<topic>-<p>/00000000000000000000.log`` directories. Before v4
@@ -300,7 +304,7 @@ DEFAULT_API_VERSIONS: dict[int, tuple[int, int]] = {
     # consumer-group reads txnwatch's blocked-groups lookup uses
     DescribeProducersRequest.API_KEY: (0, 0),
     DescribeTransactionsRequest.API_KEY: (0, 0),
-    ListTransactionsRequest.API_KEY: (0, 1),
+    ListTransactionsRequest.API_KEY: (0, 2),
     ListGroupsRequest.API_KEY: (0, 5),
     OffsetFetchRequest.API_KEY: (1, 9),
     # the admin abort (tests/kafka_fake_txn_markers.py)
@@ -2293,6 +2297,21 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                 loaded.update(_txn_log_values(plog.load()))
         return {**{t: x for t, x in loaded.items() if x is not None}, **self._txns}
 
+    def _loaded_offsets(self) -> tuple[dict[tuple[str, str, int], int], dict[str, set[tuple[str, int]]]]:
+        """What the group coordinator loaded from the served ``__consumer_offsets`` partitions
+        (:func:`_offsets_log`): committed offsets and, per group, the partitions with a
+        transactional offset commit no marker has ended yet."""
+        committed: dict[tuple[str, str, int], int] = {}
+        pending: dict[str, set[tuple[str, int]]] = collections.defaultdict(set)
+        self._scan()
+        for (topic, _p), plog in sorted(self._partitions.items()):
+            if topic == "__consumer_offsets":
+                c, pend = _offsets_log(plog.load())
+                committed.update(c)
+                for g, tps in pend.items():
+                    pending[g] |= tps
+        return committed, dict(pending)
+
     def _txn_topics(self, txn: _TxnState):
         by_topic: dict[str, list[int]] = collections.defaultdict(list)
         for topic, partition in sorted(txn.partitions):
@@ -2344,6 +2363,12 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         for name in request.state_filters:
             (wanted.add if name in known else unknown.append)(name)
         duration = request.duration_filter if version >= 1 else -1
+        # v2 (4.1+, KIP-1152, KAFKA-19073): TransactionalIdPattern, a Java regex; null or empty
+        # lists every id. TransactionStateManagerTest.testListTransactionsFiltering: ".*special-.*"
+        # lists "my-special-0" and "their-special-2", "nothing" lists none. Modelled as a match of
+        # the whole id (Python's re reads the escaped, anchored patterns txnwatch sends as Java does).
+        pattern = re.compile(request.transactional_id_pattern) \
+            if version >= 2 and request.transactional_id_pattern else None
         now = int(time.time() * 1000)
         if node.node_id == self._nodes[0].node_id:
             for tid, txn in sorted(self._coordinator_txns().items()):
@@ -2352,6 +2377,8 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                 if request.state_filters and txn.state not in wanted:
                     continue
                 if duration >= 0 and now - txn.start_ms <= duration:
+                    continue
+                if pattern is not None and not pattern.fullmatch(tid):
                     continue
                 if self._authorized("Describe", "TransactionalId", tid):
                     states.append(Item(transactional_id=tid, producer_id=txn.producer_id,
@@ -2389,7 +2416,9 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
             return GROUP_AUTHORIZATION_FAILED, []
         if self._groups.get(group_id, {}).get("group_type") == "share":
             return GROUP_ID_NOT_FOUND, []  # ShareGroup.validateOffsetFetch: "is not a consumer group"
-        committed = self._groups.get(group_id, {}).get("offsets", {})
+        log_committed, log_pending = self._loaded_offsets()
+        committed = {**{(t, p): o for (g, t, p), o in log_committed.items() if g == group_id},
+                     **self._groups.get(group_id, {}).get("offsets", {})}
         if topics is None:
             by_topic: dict[str, list[int]] = collections.defaultdict(list)
             for t, p in sorted(committed):
@@ -2398,7 +2427,8 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
             wanted = list(by_topic.items())
         else:
             wanted = [(t.name, list(t.partition_indexes)) for t in topics]
-        pending = self._groups.get(group_id, {}).get("pending", set()) if require_stable else set()
+        pending = (self._groups.get(group_id, {}).get("pending", set()) | log_pending.get(group_id, set())
+                   if require_stable else set())
         out = []
         for name, parts in wanted:
             ok = self._authorized("Describe", "Topic", name)
@@ -2484,6 +2514,64 @@ def _txn_log_values(segs: list[_Segment]) -> dict[str, _TxnState | None]:
                 tid = key[4:4 + n].decode()
                 out[tid] = None if value is None else _txn_value(value)
     return out
+
+
+def _offsets_log(segs: list[_Segment]) -> tuple[dict[tuple[str, str, int], int], dict[str, set[tuple[str, int]]]]:
+    """(committed offsets, pending transactional offset commits per group) of one staged
+    ``__consumer_offsets`` partition, replayed as ``GroupMetadataManager.loadGroupsAndOffsets``
+    (3.8.0) does when the group coordinator loads it: per batch in offset order, an offset-commit
+    record (OffsetCommitKey versions 0-1: version int16, group/topic strings, partition int32) of a
+    *transactional* batch goes to ``pendingOffsets(producerId)`` (a tombstone removes it there), of
+    a plain batch to the loaded offsets (a tombstone removes it); a control batch ends the producer's
+    pending commits: COMMIT moves them to the loaded offsets, ABORT drops them. What is left pending
+    is what ``GroupMetadata.hasPendingOffsetCommitsForTopicPartition`` sees, so OffsetFetch with
+    ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for it (``GroupMetadataManager.getOffsets``;
+    4.x: ``OffsetMetadataManager.fetchOffsets`` / ``hasPendingTransactionalOffsets``). Value: the
+    offset is the int64 after the int16 version in every OffsetCommitValue version. Uncompressed
+    batches only; group metadata (key version 2) and newer record types are skipped."""
+    committed: dict[tuple[str, str, int], int] = {}
+    pending: dict[int, dict[tuple[str, str, int], int]] = {}
+    for seg in segs:
+        data = seg.data
+        for b in seg.batches:
+            if b.magic < 2 or b.attributes & _ATTR_COMPRESSION:
+                continue
+            if b.is_control:
+                done = pending.pop(b.producer_id, {})
+                if b.control_type == 1:  # ControlRecordType.COMMIT
+                    committed.update(done)
+                continue
+            p = b.position + _V2_HEADER_SIZE
+            for _ in range(b.count):
+                length, p = _read_varint(data, p)
+                end = p + length
+                p += 1  # attributes
+                _, p = _read_varint(data, p)  # timestamp delta
+                _, p = _read_varint(data, p)  # offset delta
+                key_len, p = _read_varint(data, p)
+                key = data[p:p + key_len]
+                p += max(key_len, 0)
+                value_len, p = _read_varint(data, p)
+                value = data[p:p + value_len] if value_len >= 0 else None
+                p = end
+                (kv,) = struct.unpack_from(">h", key, 0)
+                if kv not in (0, 1):
+                    continue
+                (gl,) = struct.unpack_from(">h", key, 2)
+                group = key[4:4 + gl].decode()
+                (tl,) = struct.unpack_from(">h", key, 4 + gl)
+                topic = key[6 + gl:6 + gl + tl].decode()
+                (part,) = struct.unpack_from(">i", key, 6 + gl + tl)
+                target = pending.setdefault(b.producer_id, {}) if b.is_transactional else committed
+                if value is None:
+                    target.pop((group, topic, part), None)
+                else:
+                    target[(group, topic, part)] = struct.unpack_from(">q", value, 2)[0]
+    by_group: dict[str, set[tuple[str, int]]] = collections.defaultdict(set)
+    for commits in pending.values():
+        for group, topic, part in commits:
+            by_group[group].add((topic, part))
+    return committed, dict(by_group)
 
 
 def _txn_value(v: bytes) -> _TxnState:

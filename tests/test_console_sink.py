@@ -37,3 +37,17 @@ def test_prepared_2pc_is_late_with_the_force_terminate_remedy_and_no_abort():
     assert "forceTerminateTransaction --transactionalId 'xa-1'" in text
     assert " abort --topic" not in text
     assert alert["unverified_reasons"] == [] and alert["abort_command_new"] is None
+
+
+def test_group_offsets_held_names_the_pending_commits_and_the_abort():
+    # issue 25: an open TxnOffsetCommit on __consumer_offsets-3 (GroupMetadataManager.storeOffsets)
+    alert = finalize(_row("hanging", "coordinator-unaware", key="c/__consumer_offsets/3/7/3",
+                          topic="__consumer_offsets", partition=3), None, AlertConfig("k:9092"))
+    alert.update(blocked_groups=["billing"], pending_offset_commits=[
+        {"group": "billing", "topic": "orders", "partition": 0, "committed_offset": 40, "record_offset": 3,
+         "unstable": True, "reason": None}])
+    text = format_table([alert])
+    assert "group-offsets-held: an open transactional offset commit on __consumer_offsets; its groups get " \
+           "UNSTABLE_OFFSET_COMMIT: billing orders-0" in text
+    assert "#   blocked consumer groups: billing" in text
+    assert "abort --topic '__consumer_offsets' --partition 3 --start-offset 3" in text

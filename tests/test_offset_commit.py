@@ -112,7 +112,8 @@ def _offsets_partition() -> bytes:
 import pytest  # noqa: E402
 
 
-@pytest.mark.parametrize("version,unstable", [((4, 0), True), ((2, 3), None)], ids=["4.0", "2.3-no-require-stable"])
+@pytest.mark.parametrize("version,unstable", [((4, 0), True), ((3, 0), True), ((2, 3), None)],
+                         ids=["4.0", "3.0", "2.3-no-require-stable"])
 def test_annotate_names_the_held_offset_commits(tmp_path: Path, version, unstable) -> None:
     from streaming.broker_confirm import KafkaBrokerConfirm, annotate
     from streaming.quality.alert_contract import alert_errors
@@ -120,17 +121,24 @@ def test_annotate_names_the_held_offset_commits(tmp_path: Path, version, unstabl
 
     with FakeKafkaBroker(tmp_path / "logs", broker_version=version) as broker:
         broker.create_topic("__consumer_offsets", 4)
+        # The group coordinator loads this partition (GroupMetadataManager.loadGroupsAndOffsets):
+        # producer 100's commits of billing orders-0/orders-1 stay pending (no marker), producer
+        # 101's reports clicks-0 -> 5 is committed by its COMMIT marker at offset 3.
         broker.append_raw("__consumer_offsets", 3, _offsets_partition())
-        # the coordinator holds billing's orders-0/orders-1 pending (GroupMetadataManager.getOffsets)
         broker.commit_offsets("billing", {("orders", 0): 30, ("orders", 1): 50})
-        broker.pend_offset_commits("billing", {("orders", 0), ("orders", 1)})
         alert = {"status": "hanging", "topic": "__consumer_offsets", "partition": 3, "producer_id": 100,
                  "first_offset": 0}
         with KafkaBrokerConfirm(broker.bootstrap_servers, request_timeout_ms=5000) as confirm:
             annotate(alert, confirm)
-            if unstable:  # a partition without a pending commit answers its offset
-                assert confirm.unstable_offsets({"billing": [("orders", 0), ("orders", 2)]}) == {
-                    ("billing", "orders", 0): True, ("billing", "orders", 2): False}
+            if unstable:  # OffsetFetch v7+ require_stable (KIP-447): pending -> UNSTABLE_OFFSET_COMMIT
+                assert confirm.unstable_offsets({"billing": [("orders", 0), ("orders", 2)],
+                                                 "reports": [("clicks", 0)]}) == {
+                    ("billing", "orders", 0): True, ("billing", "orders", 2): False,
+                    ("reports", "clicks", 0): False}
+        # OffsetFetch asked with require_stable only where the broker has v7 (2.5+); 2.3 is not asked
+        stable = [r for r in broker.requests_for("offset_fetch") if getattr(r.request, "require_stable", False)]
+        assert bool(stable) == bool(unstable) and all(r.version == 7 for r in stable)
+    assert alert["blocked_groups"] == ["billing"] and alert["lagging_groups"] is None
     assert alert["pending_offset_commits"] == [
         {"group": "billing", "topic": "orders", "partition": 0, "committed_offset": 45, "record_offset": 4,
          "unstable": unstable, "reason": None},
@@ -167,8 +175,9 @@ def test_scan_names_the_held_offset_commits_from_segments_and_dumps(tmp_path: Pa
     cfg["cluster"] = "offline"
     as_of = 1_700_000_000_000 + 3_600_000  # an hour after the writes: past any transaction timeout
     findings, _gaps = scan_paths([str(tmp_path / "logs")], cfg, as_of_ms=as_of, engine="local")
-    (f,) = [a for a in findings if a["topic"] == "__consumer_offsets"]
+    (f,) = [a for a in findings if a["topic"] == "__consumer_offsets"]  # 101's committed one is no finding
     assert (f["partition"], f["producer_id"], f["first_offset"], f["status"]) == (3, 100, 0, "hanging")
+    assert (f["kind"], f["blocked_groups"]) == ("group-offsets-held", ["billing"])
     assert f["pending_offset_commits"] == [
         {"group": "billing", "topic": "orders", "partition": 0, "committed_offset": 45, "record_offset": 4,
          "unstable": None, "reason": None},
@@ -203,3 +212,20 @@ def test_status_page_shows_the_held_offset_commits() -> None:
     assert "behind it: etl" in page
     finding = render.finding_page(s.finding("prod/__consumer_offsets/3/100/0"))
     assert "Consumer-group offset commits it holds" in finding and "billing orders-0 → 45" in finding
+
+
+def test_pending_commits_per_partition_follow_the_coordinator_load():
+    """GroupMetadataManager.loadGroupsAndOffsets: within one producer's open transaction the later
+    record of a group/topic/partition replaces the earlier (pendingOffsets(producerId).put) and a
+    record without value removes it (pendingOffsets(producerId).remove)."""
+    from udfs.offset_commit import held_groups, pending_by_partition
+
+    seg = _txn(0, 100, [(key("billing", "orders", 0), value(40)), (key("billing", "orders", 1), value(57)),
+                        (key("audit", "orders", 0), value(3))]) \
+        + _txn(3, 100, [(key("billing", "orders", 0), value(45)), (key("audit", "orders", 0), None)])
+    got = pending_by_partition(open_offset_commits(seg))
+    assert [(e["group"], e["topic"], e["partition"], e["committed_offset"], e["offset"]) for e in got] == [
+        ("billing", "orders", 0, 45, 3), ("billing", "orders", 1, 57, 1)]
+    assert held_groups([dict(e, unstable=None) for e in got]) == ["billing"]
+    # a group the coordinator answers stable (OffsetFetch require_stable gave an offset) is not held
+    assert held_groups([dict(got[0], unstable=False), dict(got[1], group="etl", unstable=True)]) == ["etl"]

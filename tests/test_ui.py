@@ -435,3 +435,51 @@ def test_unverified_reasons_on_overview_and_finding_page():
     assert "the broker&#39;s offset checkpoint files" in page
     verified_page = render.finding_page(s.finding("prod/orders/0/8/30"))
     assert 'id="unverified-reasons"' not in verified_page
+
+
+# -- issue 25: group-held findings and the cluster's transaction version ------------------------------
+
+def test_overview_and_finding_page_show_a_group_offsets_held_finding():
+    """A finding of kind group-offsets-held (an open TxnOffsetCommit on __consumer_offsets): the row
+    names the kind, the groups it holds and the pending topic-partitions; a data transaction's row
+    carries no kind badge."""
+    from streaming.ui import render
+
+    s = FindingStore(mode="feed", wall=Clock())
+    commits = [{"group": "billing", "topic": "orders", "partition": 0, "committed_offset": 40, "record_offset": 0,
+                "unstable": True, "reason": None},
+               {"group": "billing", "topic": "orders", "partition": 1, "committed_offset": 57, "record_offset": 1,
+                "unstable": True, "reason": None}]
+    s.ingest(alert("hanging", topic="__consumer_offsets", partition=3, pid=100, first=0, cause="coordinator-unaware",
+                   kind="group-offsets-held", blocked_groups=["billing"], lagging_groups=None,
+                   pending_offset_commits=commits, transaction_version=2))
+    s.ingest(alert("hanging", pid=200, first=0, kind="transaction", blocked_groups=[]))
+    page = render.overview_page(s.snapshot())
+    row = page.split('data-key="prod/__consumer_offsets/3/100/0"')[1].split("</tr>")[0]
+    assert 'class="small warn kind"' in row and ">group-offsets-held</div>" in row
+    assert "billing" in row.split('class="c-groups"')[1]
+    assert "offset commits held: billing orders-0 → 40 (UNSTABLE_OFFSET_COMMIT); billing orders-1 → 57 " \
+           "(UNSTABLE_OFFSET_COMMIT)" in row
+    data_row = page.split('data-key="prod/orders/0/200/0"')[1].split("</tr>")[0]
+    assert 'class="small warn kind"' not in data_row
+    # the feed's per-cluster facts: the transaction version the alerts carry
+    assert s.snapshot()["clusters"] == {"prod": {"transaction_version": 2}}
+    assert "Transaction version of prod" in page
+    finding = render.finding_page(s.finding("prod/__consumer_offsets/3/100/0"))
+    assert 'id="finding-kind"' in finding and "Groups held: billing." in finding
+    assert "UNSTABLE_OFFSET_COMMIT" in finding and "Finding kind" in finding
+    assert "abort --topic &#39;__consumer_offsets&#39; --partition 3 --start-offset 0" in finding or \
+        "abort --topic '__consumer_offsets' --partition 3 --start-offset 0" in finding
+
+
+def test_job_page_shows_the_transaction_version():
+    """The job's status page: the finalized transaction.version the last micro-batch read
+    (ApiVersions v3+ FinalizedFeatures, KIP-584/KIP-890); "not reported" before 2.4 brokers."""
+    from streaming.ui import render
+
+    job = FindingStore(mode="job", wall=Clock())
+    job.observe_batch(0, {"alerts": [], "open_alerts": {}, "partitions": {}, "transaction_version": None})
+    assert "not reported" in render.overview_page(job.snapshot()).split('id="job-transaction-version"')[1][:200]
+    job.observe_batch(1, {"alerts": [], "open_alerts": {}, "partitions": {}, "transaction_version": 2})
+    assert render.overview_page(job.snapshot()).split('id="job-transaction-version"')[1].split("</dd>")[0] \
+        .endswith(">2")

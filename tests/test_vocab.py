@@ -39,8 +39,9 @@ def test_schema_enums_are_the_vocabulary():
     assert _enum(PROPS["coordinator_epoch_source"]) == list(V.EPOCH_SOURCES)
     assert _enum(PROPS["coordinator_state"]) == list(V.COORDINATOR_STATES)
     # every enum of the schema is covered above (a new one must be added to the vocabulary)
+    assert _enum(PROPS["kind"]) == list(V.FINDING_KINDS)
     enums = {name for name, p in PROPS.items() if "enum" in p}
-    assert enums == {"status", "cause", "resolution", "coordinator_epoch_source", "coordinator_state"}
+    assert enums == {"status", "cause", "resolution", "coordinator_epoch_source", "coordinator_state", "kind"}
 
 
 def test_vocabulary_is_consistent():
@@ -67,3 +68,22 @@ def test_unverified_reasons_are_the_vocabulary_and_empty_when_verified():
     row = {"key": "c/t/0/7/3", "status": V.RESOLVED, "cause": None, "verified": True, "cluster": "c", "topic": "t",
            "partition": 0, "producer_id": 7, "producer_epoch": 1, "first_offset": 3, "resolution": "committed"}
     assert finalize(row, None, AlertConfig("k:9092"))["unverified_reasons"] == []
+
+
+def test_finding_kind_follows_the_topic():
+    # Every transactional batch of __consumer_offsets is a TxnOffsetCommit written with the
+    # producer's id (GroupMetadataManager.storeOffsets: isTxnOffsetCommit = producerId !=
+    # NO_PRODUCER_ID; 4.x OffsetMetadataManager.commitTransactionalOffset): its open transaction
+    # holds consumer-group offsets. Any other topic's is a data transaction.
+    base = {"status": V.HANGING, "cause": V.COORDINATOR_UNAWARE, "verified": True, "cluster": "c", "partition": 3,
+            "producer_id": 7, "producer_epoch": 1, "first_offset": 3, "coordinator_epoch": 2,
+            "coordinator_epoch_source": "last-marker"}
+    held = finalize(dict(base, key="c/__consumer_offsets/3/7/3", topic="__consumer_offsets"), None,
+                    AlertConfig("k:9092"))
+    data = finalize(dict(base, key="c/orders/3/7/3", topic="orders"), None, AlertConfig("k:9092"))
+    assert (held["kind"], data["kind"]) == ("group-offsets-held", "transaction")
+    # both abort commands name the __consumer_offsets partition (detection.md §4)
+    assert held["abort_command_new"] == ("kafka-transactions.sh --bootstrap-server 'k:9092' abort --topic "
+                                         "'__consumer_offsets' --partition 3 --start-offset 3")
+    assert "--topic '__consumer_offsets' --partition 3 --producer-id 7 --producer-epoch 1 --coordinator-epoch 2" \
+        in held["abort_command_legacy"]

@@ -151,3 +151,33 @@ def open_offset_commits_in_dump(f: Any) -> list[dict[str, Any]]:
                      committed_offset=r["committed_offset"], reason=None) for r in recs]
 
     return _still_open(b, np.argsort(b["base_offset"], kind="stable"), commits_of)
+
+
+def pending_by_partition(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One producer's open offset commits as the group coordinator holds them pending: per (group,
+    topic, partition) the latest record of the transaction wins and a tombstone removes the entry
+    (``GroupMetadataManager.loadGroupsAndOffsets``: ``pendingOffsets(producerId).put`` /
+    ``.remove`` for a record without value; 4.x ``OffsetMetadataManager.replay`` likewise). Entries
+    without a decoded key (``reason`` set) are kept, each on its own. Order: first appearance."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for n, e in enumerate(entries):
+        if e["group"] is None:
+            out[(None, None, n)] = e
+            continue
+        k = (e["group"], e["topic"], e["partition"])
+        if e["committed_offset"] is None:
+            out.pop(k, None)
+        elif k in out:
+            out[k] = e  # the later commit of the same partition is the pending one; keeps its place
+        else:
+            out[k] = e
+    return list(out.values())
+
+
+def held_groups(commits: list[dict[str, Any]] | None) -> list[str] | None:
+    """The consumer groups a transaction's pending offset commits hold (sorted): every group with a
+    pending commit that the coordinator did not answer as stable (``unstable`` False: its
+    OffsetFetch(require_stable) gave an offset, so nothing is pending there any more)."""
+    if commits is None:
+        return None
+    return sorted({c["group"] for c in commits if c.get("group") is not None and c.get("unstable") is not False})

@@ -59,6 +59,11 @@ def format_table(alerts: list[dict[str, Any]], *, commands: bool = True) -> str:
                          + ("" if a.get("verified", True) else "  UNVERIFIED"))
             if a.get("confirmed_by") is not None:
                 lines.append(f"#   confirmed by the brokers: {', '.join(a['confirmed_by']) or 'none'}")
+            if a.get("kind") == "group-offsets-held":
+                held = [f"{c['group']} {c['topic']}-{c['partition']}" for c in a.get("pending_offset_commits") or []
+                        if c.get("group") is not None]
+                lines.append("#   group-offsets-held: an open transactional offset commit on __consumer_offsets; its "
+                             "groups get UNSTABLE_OFFSET_COMMIT" + (f": {', '.join(held)}" if held else ""))
             if a.get("blocked_groups"):
                 lines.append(f"#   blocked consumer groups: {', '.join(a['blocked_groups'])}")
             if a.get("unverified_reasons"):

@@ -3,7 +3,8 @@
 
 Options: ``bootstrap_servers`` (required), ``topics`` (JSON list) and/or ``topic_pattern``
 (regex, re-evaluated every trigger), ``include_internal`` (let the pattern match internal topics
-such as ``__consumer_offsets``), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
+such as ``__consumer_offsets``), ``watch_consumer_offsets`` (default true: ``__consumer_offsets`` is
+watched whatever the pattern, for its open transactional offset commits), ``starting_offsets`` (``lso`` default, ``earliest``, ``latest`` or
 JSON ``{"topic": {"0": offset}}``), ``max_offsets_per_trigger`` (per data partition; the
 coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``validate_crc``,
 ``cluster``, ``read_mode`` (``full`` default here; ``probe``: see below), ``probe_bytes`` (per

@@ -11,6 +11,7 @@ from streaming.sources.kafka_security import check_source_options
 from streaming.sources.kafka_unread import LEDGER_OPTION
 
 TXN_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def parse_options(options: dict[str, str]) -> dict[str, Any]:
@@ -33,6 +34,8 @@ def parse_options(options: dict[str, str]) -> dict[str, Any]:
         "topics": topics,
         "pattern": pattern,
         "include_internal": options.get("include_internal", "false").lower() == "true",
+        # __consumer_offsets is watched unless turned off (issue 25: groups held by open offset commits)
+        "watch_consumer_offsets": options.get("watch_consumer_offsets", "true").lower() != "false",
         "starting": start,
         "max_offsets": int(mopt) if mopt not in (None, "", "0", "None") else None,
         "fetch_max_bytes": int(options.get("fetch_max_bytes", str(4 << 20))),

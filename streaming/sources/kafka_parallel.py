@@ -8,8 +8,8 @@ are in flight together and each has its own timeout (``InFlightRequests``), and 
 ``OffsetFetcher``/``Fetcher`` send one request per node (``groupListOffsetRequests``,
 ``prepareFetchRequests``).
 
-:func:`per_node` starts one coroutine per node on the KafkaWire IO loop (kafka-python's
-``NetworkSelector``) and collects each result by a common deadline. A job that has not finished
+:func:`per_node` starts one coroutine per node on the KafkaWire IO loop (its transport's, see
+streaming/sources/kafka_client/transport.py) and collects each result by a common deadline. A job that has not finished
 by then is reported as :class:`NodeDeadline` and keeps running in the background (its request
 is still in flight; kafka-python closes the connection at ``request_timeout_ms``); its node is
 remembered as *stalled* until that job ends, so later calls do not wait on it again
@@ -60,7 +60,8 @@ async def per_node(net: Any, wait_for: Callable[[Any, float], Awaitable[Any]],
                    stalled: StalledNodes | None = None) -> dict[Any, Any]:
     """Run ``jobs`` (node -> coroutine function) concurrently; node -> result or exception.
 
-    ``wait_for(future, timeout_ms)`` is kafka-python's ``KafkaConnectionManager.wait_for``. With
+    ``net`` is the client's transport (``call_soon_with_future``) and ``wait_for(future,
+    timeout_ms)`` its ``Transport.wait_for`` (kafka-python's ``KafkaConnectionManager.wait_for``). With
     ``deadline_ms`` None every job is awaited to its end (each request still has its own
     timeout). A node in ``stalled`` whose earlier job is still running is not asked again: its
     result is a :class:`NodeDeadline` at once.

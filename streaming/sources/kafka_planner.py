@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from streaming.sources.kafka_clients import client_for
-from streaming.sources.kafka_options import TXN_TOPIC, split_key, tp_key
+from streaming.sources.kafka_options import OFFSETS_TOPIC, TXN_TOPIC, split_key, tp_key
 from streaming.sources.kafka_plan_state import (
     ClusterAvailability,
     PartitionDown,
@@ -108,6 +108,8 @@ class KafkaPlanner:
         # partitions whose leader did not answer this plan's probe in time: {key: error}
         self._probe_stalled: dict[str, str] = {}
         self._no_txn_topic_logged = False
+        self._listed_all: dict[str, list[int]] | None = None  # this discovery's all-topics listing
+        self._offsets_readable: bool | None = None  # Read on __consumer_offsets, checked once
 
     def wire(self) -> KafkaWire:
         return self._given_wire if self._given_wire is not None else client_for(self.opts)
@@ -277,7 +279,36 @@ class KafkaPlanner:
         if self.opts["topics"] and self.opts["pattern"]:
             found.update(w.partitions(self.opts["topics"], None, True))
         found.update(self._txn_partitions(w))
+        if self.opts["watch_consumer_offsets"] and OFFSETS_TOPIC not in found:
+            found.update(self._offsets_partitions(w))
         return sorted((t, p) for t, ps in found.items() for p in ps)
+
+    def _offsets_partitions(self, w: KafkaWire) -> dict[str, list[int]]:
+        """``__consumer_offsets``'s partitions, watched like data partitions (issue 25 item 1): an
+        open transaction there is a TxnOffsetCommit that holds its consumer groups
+        (UNSTABLE_OFFSET_COMMIT). Taken from the all-topics listing :meth:`_txn_partitions` just
+        made (never named: brokers before 2.8 would create it). Read on it is checked once with one
+        small Fetch: a principal without it is told which ACL to add and the data partitions are
+        watched as before, instead of the job stopping on the first read (the one clear error a
+        watched data topic gets)."""
+        listed = self._listed_all if self._listed_all is not None else w.partitions(None, None, True)
+        parts = listed.get(OFFSETS_TOPIC)
+        if not parts:
+            return {}
+        if self._offsets_readable is None:
+            try:
+                start = w.offsets([(OFFSETS_TOPIC, parts[0])])[(OFFSETS_TOPIC, parts[0])].log_start
+                w.fetch(OFFSETS_TOPIC, parts[0], max(int(start), 0), 1024)
+                self._offsets_readable = True
+            except KafkaAuthorizationError as exc:
+                log.warning("kafka source: not watching %s (open transactional offset commits that hold consumer "
+                            "groups): %s. Grant Read on it (docs/deployment.md) or set [kafka] "
+                            "watch_consumer_offsets = false", OFFSETS_TOPIC, exc)
+                self._offsets_readable = False
+            except KafkaWireError as exc:
+                log.info("kafka source: %s not readable yet (%s): looking again next trigger", OFFSETS_TOPIC, exc)
+                return {}
+        return {OFFSETS_TOPIC: parts} if self._offsets_readable else {}
 
     def _txn_partitions(self, w: KafkaWire) -> dict[str, list[int]]:
         """``__transaction_state``'s partitions, from a list of all topics: never from a Metadata
@@ -288,6 +319,7 @@ class KafkaPlanner:
         transactional producer (the first InitProducerId with a transactional id creates it): the
         data partitions are watched all the same, and the next listing finds it once it exists."""
         listed = w.partitions(None, None, True)
+        self._listed_all = listed  # reused by _offsets_partitions: one all-topics listing per discovery
         if TXN_TOPIC in listed:
             self._no_txn_topic_logged = False
             return {TXN_TOPIC: listed[TXN_TOPIC]}
@@ -358,7 +390,7 @@ class KafkaPlanner:
         under the name is reported as new (see :meth:`_carry`).
 
         A partition counts as deleted only when ``deletion_confirmations`` Metadata answers in a
-        row, asked fresh with backoff, all lack it (KafkaWire._confirmed_gone; one broker's cache
+        row, asked fresh with backoff, all lack it (kafka_client.metadata.confirmed_gone; one broker's cache
         may lag, ``KafkaApis.handleTopicMetadataRequest`` answers from it): a partition missing
         from discovery is asked once through ListOffsets, which does that confirmation.
         """

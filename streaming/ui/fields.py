@@ -47,6 +47,15 @@ CAUSE_TEXT = {
                                "retention deleted; no read shows its producer.",
 }
 
+# What each finding kind holds (streaming.vocab.FINDING_KINDS, docs/alerts.md). Only the kind that
+# is not a plain data transaction gets a badge on the overview.
+KIND_TEXT = {
+    "group-offsets-held": "A transactional offset commit (sendOffsetsToTransaction) on __consumer_offsets that "
+                          "nothing has ended: its consumer groups get UNSTABLE_OFFSET_COMMIT on every offset fetch "
+                          "and cannot start. Ending the transaction (abort, or its coordinator's marker) releases "
+                          "them; recreating the group under a new name is not needed.",
+}
+
 # What each unverified reason means and what would supply the missing proof (docs/alerts.md,
 # streaming.vocab.UNVERIFIED_REASONS).
 REASON_TEXT = {
@@ -130,6 +139,7 @@ IDENTITY_FIELDS = (
     ("key", "Key"),
     ("status", "Status"),
     ("cause", "Cause"),
+    ("kind", "Finding kind"),
     ("verified", "Verified"),
     ("unverified_reasons", "Not verified because"),
     ("confirmed_by", "Confirmed by"),

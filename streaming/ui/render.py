@@ -140,7 +140,7 @@ def not_found_page(what: str) -> str:
 
 
 # Keys the store adds to a finding view (derived, shown in their own places).
-_DERIVED = frozenset({"url", "group", "cause_text", "age_ms", "current_lso", "current_high_watermark",
+_DERIVED = frozenset({"url", "group", "cause_text", "kind_text", "age_ms", "current_lso", "current_high_watermark",
                       "lso_lag_records", "lso_lag_ms", "pins_lso_now", "open", "history", "resolved_at_ms",
                       "abort_cli", "audit"})
 

@@ -32,6 +32,7 @@ from streaming.metrics import _num
 from streaming.ui.fields import (
     CAUSE_TEXT,
     GROUPS,
+    KIND_TEXT,
     OPEN_STATUSES,
     PARTITION_STATUSES,
     RESOLVED_STATUS,
@@ -290,6 +291,7 @@ class FindingStore:
         v["url"] = "/finding/" + encode_key(str(alert["key"]))
         v["group"] = group_of(alert)
         v["cause_text"] = CAUSE_TEXT.get(alert.get("cause") or "")
+        v["kind_text"] = KIND_TEXT.get(alert.get("kind") or "")
         # the guarded abort (streaming/abort): re-checks the broker before writing the marker
         v["abort_cli"] = f"txnwatch abort {shlex.quote(str(alert['key']))}"
         first_ts = _int(alert.get("first_ts"))

@@ -17,8 +17,9 @@ sends its requests through :meth:`ClientCore._send` / :meth:`ClientCore._send_no
    has a version keeps it (a Fetch re-sent to a preferred read replica).
 3. **Codec**: the request body is encoded by the request object (kafka-python's schema classes,
    or :mod:`~streaming.sources.kafka_client.list_offsets_codec`) and the answer body decoded by
-   the response class its header names; a body that does not decode is ``KafkaProtocolError``
-   (retriable, as kafka-python's ``KafkaProtocol`` raises it).
+   the response class its header names; a body that does not decode is ``KafkaProtocolError``,
+   as kafka-python's ``KafkaProtocol`` raises it (not retriable: the call fails with
+   ``KafkaWireError``; the connection stays open, its framing is intact).
 
 The core also owns the client's configuration, its lifecycle (lazy start, pickling: only the
 configuration travels), the :class:`MetadataCache` and the messages naming brokers and ACLs.
@@ -68,7 +69,12 @@ class Pending:
 
 
 class ClientCore:
-    """Configuration, transport, request path and metadata cache shared by every Kafka API."""
+    """Configuration, transport, request path and metadata cache shared by every Kafka API.
+
+    The underscore attributes (``_config``, ``_transport``, ``_cache``, ``_stalled``, ``_send``,
+    ...) are the package's own: the API modules of :mod:`streaming.sources.kafka_client` use them,
+    callers of :class:`~streaming.sources.kafka_wire.KafkaWire` use its public methods.
+    """
 
     def __init__(self, config: dict[str, Any], transport: TransportFactory | None = None):
         self._config = config

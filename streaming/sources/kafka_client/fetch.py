@@ -101,6 +101,8 @@ def _request(core: ClientCore, topic: str, partition: int, offset: int, max_byte
 
 async def fetch(core: ClientCore, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
                 min_bytes: int) -> FetchResult:
+    """One partition from ``offset`` with retries: OK, OFFSET_OUT_OF_RANGE or DELETED (see the
+    module docstring); raises KafkaUnavailable, KafkaAuthorizationError or KafkaWireError."""
     tp = (topic, partition)
     attempts = Attempts(core, f"Fetch {topic}-{partition} at offset {offset}")
     if not core._cache.known(tp):
@@ -218,6 +220,8 @@ def _gone(tp: TopicPartition, offset: int, code: int, leader: int = -1, version:
 
 async def fetch_many(core: ClientCore, wanted: list[tuple[str, int, int]], max_bytes: int,
                      partition_max_bytes: int | None = None) -> dict[TopicPartition, FetchResult]:
+    """One Fetch per leader for ``(topic, partition, offset)`` items, all leaders at once; only
+    plain successes are returned (no retries here: the rest is for :func:`fetch`)."""
     unknown = sorted({t for t, p, _ in wanted if not core._cache.known((t, p))})
     if unknown:  # a fresh executor process: one Metadata request for all, not one per partition
         try:

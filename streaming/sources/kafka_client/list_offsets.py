@@ -64,6 +64,8 @@ _PARTIAL_ROUNDS = 2
 
 
 async def offsets(core: ClientCore, wanted: list[TopicPartition], partial: bool = False) -> Any:
+    """``{(topic, partition): PartitionOffsets}`` for ``wanted`` (deleted ones with -1 offsets);
+    with ``partial`` the pair ``(offsets, {(topic, partition): last error})`` (module docstring)."""
     attempts = Attempts(core, f"ListOffsets for {len(wanted)} partition(s)")
     result: dict[TopicPartition, PartitionOffsets] = {}
     unavailable: dict[TopicPartition, str] = {}

@@ -127,13 +127,14 @@ async def partitions(core: ClientCore, topics: list[str] | None, pattern: str | 
             result[name] = list(parts)
     if topics:
         names = list(dict.fromkeys(topics))
+        wanted = set(names)
         cached = [cache.topics.get(n) for n in names]
         if all(c is not None and cache.fresh(c[2], now) for c in cached):
             result.update({n: list(c[1]) for n, c in zip(names, cached, strict=True)})
             return dict(sorted(result.items()))
         while True:
             response = await request(core, names, attempts)
-            errors = {t.name: t.error_code for t in response.topics if t.name in set(names) and t.error_code}
+            errors = {t.name: t.error_code for t in response.topics if t.name in wanted and t.error_code}
             retriable = {n: c for n, c in errors.items()
                          if c not in (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID) and Errors.for_code(c).retriable}
             fatal = {n: c for n, c in errors.items()
