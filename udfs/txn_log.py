@@ -104,7 +104,11 @@ class _Reader:
         return b
 
     def uvarint(self) -> int:
-        value, self.pos = read_uvarint(self.buf, self.pos, self.end)
+        pos = self.pos
+        if pos < self.end and self.buf[pos] < 0x80:  # one byte: nearly every length and count here
+            self.pos = pos + 1
+            return self.buf[pos]
+        value, self.pos = read_uvarint(self.buf, pos, self.end)
         return value
 
     def utf8(self, n: int) -> str:
@@ -325,27 +329,28 @@ def _decode(buf: memoryview, scan: BatchScan, source: str | None, base_position:
     end = start + c["batch_size"].astype(np.int64)
     count = c["record_count"].astype(np.int64)
     skipped = c["is_control"].astype(bool) | (c["crc_valid"] == 0)
+    cols = batch_columns(scan)
+    slow_recs: list[dict[str, Any]] = []
+    if not reduce:
+        # Every record becomes a dict: the walk would only check them twice (it pays where the
+        # reduction drops most records without building them). Batch order, then order within
+        # the batch, is file order.
+        for i in np.flatnonzero(~skipped).tolist():
+            decode_batch(buf, cols, i, base_position, source, slow_recs, scan.errors)
+        return slow_recs
     # offsets and timestamps kept far from int64 overflow
     walk_b = ~skipped & (c["compression"] == 0) & (count <= MAX_RECORDS) & (start >= 0) & (end <= len(buf)) & \
         (np.abs(c["base_offset"]) < 1 << 60) & (np.abs(c["base_timestamp"]) < 1 << 60)
     if by_record:
         walk_b[list(by_record)] = False
-    if not reduce:
-        # Every record becomes a dict: the walk would only check them twice (it pays where the
-        # reduction drops most records without building them).
-        walk_b[:] = False
     w = _walk_records(buf, start, end, count, walk_b)  # clears walk_b for the batches it does not take
 
-    cols = batch_columns(scan)
-    slow_recs: list[dict[str, Any]] = []
     slow_at: list[int] = []
     for i in np.flatnonzero(~walk_b & ~skipped).tolist():
         before = len(slow_recs)
         decode_batch(buf, cols, i, base_position, source, slow_recs, scan.errors)
         slow_at += [i] * (len(slow_recs) - before)
 
-    if not reduce:
-        return slow_recs  # batch order, then order within the batch: file order
     # step 4: every record in file order (batch, then order within the batch), then the reduction
     n_fast = len(w["batch"])
     all_b = np.concatenate((w["batch"], np.array(slow_at, dtype=np.int64)))
