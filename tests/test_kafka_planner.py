@@ -86,8 +86,9 @@ def test_initial_offsets_start_at_the_last_stable_offset(tmp_path, wires):
     """``starting_offsets = lso``: each partition starts at ListOffsets(LATEST, READ_COMMITTED),
     the LSO. orders-0 has producer 7's transaction open from offset 0, so its LSO is 0 (= its log
     start: read from the log start); orders-1's transaction is committed, so its LSO is its high
-    watermark 2. The fake has no ``__transaction_state`` (no transactional producer initialised:
-    ``TransactionStateManager`` creates it on the first InitProducerId), so it is not planned."""
+    watermark 2. The fake has no ``__transaction_state`` (no transactional producer has asked for
+    its coordinator: ``KafkaApis.getCoordinator`` creates the topic on the first
+    FindCoordinator(TRANSACTION)), so it is not planned."""
     orders_log(tmp_path / "logs")
     with FakeKafkaBroker(tmp_path / "logs") as broker:
         p = planner(broker, wires(broker))
@@ -159,8 +160,8 @@ def test_probe_memo_survives_a_restart_through_the_offset_log(tmp_path, wires):
 
 
 def test_whole_cluster_outage_then_back(tmp_path, wires):
-    """No broker answers (the only node stopped: the client finds no node to send Metadata to,
-    kafka-python ``KafkaClient.least_loaded_node``): the plan returns its start unchanged, which
+    """No broker answers (the only node stopped: its listener is closed, so no Metadata request
+    can be sent anywhere): the plan returns its start unchanged, which
     Spark takes as "no new data" (``MicroBatchExecution.constructNextBatch`` runs a batch only when
     an offset moved), and the cluster state records since when it is down; the first plan after the
     broker is back clears it, and the partitions are planned on from where they were. With ``unavailable_timeout_ms = 0`` the first

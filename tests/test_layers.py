@@ -40,27 +40,33 @@ def test_the_decoders_import_nothing_from_the_spark_application():
 
 # ---------------------------------------------------------------- the Kafka client (issue 21 item 2)
 _CLIENT = "streaming.sources.kafka_client"
-_API_MODULES = {"metadata", "list_offsets", "fetch"}  # one module per Kafka API
+_API_MODULES = {"metadata", "list_offsets", "fetch", "write_txn_markers"}  # one module per Kafka API
 _BELOW_THE_APIS = {"transport", "socket_transport", "core", "metadata_cache", "retry", "errors", "results",
                    "list_offsets_codec"}
 
 
-def _client_imports(path: Path) -> set[str]:
-    """Modules of the Kafka client (and the kafka_wire facade) that ``path`` imports, anywhere in
-    the file (function-level and TYPE_CHECKING imports included: stricter than Python's runtime)."""
+def _imported_names(path: Path) -> set[str]:
+    """Every module ``path`` imports and every ``module.name`` it imports from one, anywhere in the
+    file (function-level and TYPE_CHECKING imports included: stricter than Python's runtime)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     out: set[str] = set()
     for node in ast.walk(tree):
-        names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        for name in names:
-            if name.startswith(_CLIENT + "."):
-                out.add(name[len(_CLIENT) + 1:].split(".")[0])
-            elif name == "streaming.sources.kafka_wire":
-                out.add("kafka_wire")
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def _client_imports(path: Path) -> set[str]:
+    """Modules of the Kafka client (and the kafka_wire facade) that ``path`` imports."""
+    out: set[str] = set()
+    for name in _imported_names(path):
+        if name.startswith(_CLIENT + "."):
+            out.add(name[len(_CLIENT) + 1:].split(".")[0])
+        elif name == "streaming.sources.kafka_wire":
+            out.add("kafka_wire")
     return out
 
 
@@ -72,8 +78,8 @@ def _client_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_the_kafka_client_modules_import_each_other_without_a_cycle():
-    graph = _client_graph()
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle of ``graph`` (module -> modules it imports), each as the path around it."""
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
     cycles: list[list[str]] = []
 
@@ -89,7 +95,11 @@ def test_the_kafka_client_modules_import_each_other_without_a_cycle():
     for mod in sorted(graph):
         if mod not in state:
             visit(mod, [mod])
-    assert cycles == []
+    return cycles
+
+
+def test_the_kafka_client_modules_import_each_other_without_a_cycle():
+    assert _cycles(_client_graph()) == []
 
 
 def test_the_client_core_imports_no_api_module_and_every_api_module_uses_the_core():
@@ -229,3 +239,74 @@ def test_the_segments_read_steps_import_only_the_steps_after_them():
                      "streaming.sources.segments"} == set()
     for events in ("partition_read.py", "normalize.py", "events.py"):
         assert {m for m in _imports(src / events) if m.startswith("streaming.sources")} == set(), events
+
+
+# ---------------------------------------------------------------- the admin APIs (issue 21 item 2)
+_ADMIN = "streaming.kafka_admin"
+_ADMIN_APIS = {"describe_producers", "describe_transactions", "list_transactions", "groups", "features"}
+#: the facade, the pure rules, and the admin modules, by the name the graph below gives them
+_ADMIN_SIDE = {"broker_confirm": "streaming.broker_confirm", "broker_rules": "streaming.broker_rules"}
+
+
+def _admin_imports(path: Path) -> set[str]:
+    """The admin modules, ``broker_confirm`` and ``broker_rules`` that ``path`` imports."""
+    out: set[str] = set()
+    for name in _imported_names(path):
+        if name.startswith(_ADMIN + "."):
+            out.add(name[len(_ADMIN) + 1:].split(".")[0])
+        out.update(short for short, full in _ADMIN_SIDE.items() if name == full or name.startswith(full + "."))
+    return out
+
+
+def _admin_paths() -> dict[str, Path]:
+    paths = {p.stem: p for p in sorted((ROOT / "streaming" / "kafka_admin").glob("*.py")) if p.stem != "__init__"}
+    paths.update({short: ROOT / (full.replace(".", "/") + ".py") for short, full in _ADMIN_SIDE.items()})
+    return paths
+
+
+def _admin_graph() -> dict[str, set[str]]:
+    return {name: _admin_imports(p) - {name} for name, p in _admin_paths().items()}
+
+
+def test_the_admin_modules_import_each_other_without_a_cycle():
+    assert _cycles(_admin_graph()) == []
+
+
+def test_the_admin_session_imports_no_api_every_api_uses_it_and_the_facade_is_the_top():
+    graph = _admin_graph()
+    assert set(graph) >= _ADMIN_APIS | {"session", "broker_confirm", "broker_rules"}  # nothing renamed away
+    assert graph["session"] & (_ADMIN_APIS | {"broker_confirm"}) == set()
+    assert {m for m in _ADMIN_APIS if "session" not in graph[m]} == set()
+    assert {m for m, deps in graph.items() if "broker_confirm" in deps} == set()
+    # the facade reaches every admin API (one module per API, none left unused)
+    assert _ADMIN_APIS - graph["broker_confirm"] == set()
+
+
+def test_the_broker_rules_do_no_io():
+    """``broker_rules`` turns answers already had into verdict inputs: it imports no Kafka client
+    (kafka-python, the admin modules, the txnwatch client) and no network module."""
+    mods = _imports(ROOT / "streaming" / "broker_rules.py")
+    io = sorted(m for m in mods if m.split(".")[0] in ("kafka", "socket", "ssl", "selectors", "asyncio")
+                or m.startswith((_ADMIN, "streaming.sources", "streaming.broker_confirm")))
+    assert io == []
+
+
+def test_nothing_outside_the_kafka_client_calls_its_private_request_methods():
+    """WriteTxnMarkers and any other raw request go through a public API module of the client
+    (``kafka_client.write_txn_markers``), never through a wire's private ``_send``/``_run``."""
+    private = {"_send", "_send_nowait", "_await", "_run", "_ensure_started"}
+    client = ROOT / "streaming" / "sources" / "kafka_client"
+    bad = []
+    for path in sorted((ROOT / "streaming").rglob("*.py")):
+        if client in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in private \
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}")
+    assert bad == []
+
+
+def test_no_admin_module_is_longer_than_400_lines():
+    long = {name: n for name, p in _admin_paths().items() if (n := len(p.read_text().splitlines())) > 400}
+    assert long == {}

@@ -15,6 +15,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def parse_options(options: dict[str, str]) -> dict[str, Any]:
+    """The source's Spark options (strings) as typed values with their defaults; a clear
+    ``ValueError`` naming the option for a missing or malformed one."""
     boot = options.get("bootstrap_servers")
     if not boot:
         raise ValueError("kafka source: option 'bootstrap_servers' is required")

@@ -13,6 +13,9 @@ from streaming.sources.kafka_plan_state import PlanState, Reset
 
 
 class KafkaPartition(InputPartition):
+    """One partition's planned read ``[start, end)`` with what the executor needs to judge it
+    (clock, the driver's ListOffsets facts, reset, unavailability, probe window and closes)."""
+
     def __init__(self, topic: str, partition: int, start: int, end: int, clock: int, from_log_start: bool,
                  reset: Reset | None = None, unavailable: str | None = None,
                  offsets: tuple[int | None, int | None, int | None] | None = None) -> None:
@@ -41,7 +44,6 @@ class KafkaGroup(InputPartition):
     def __init__(self, broker: int, parts: list[KafkaPartition]) -> None:
         self.broker = broker
         self.parts = parts
-
 
 
 def input_partitions(start: PlanState, end: PlanState, groups_per_broker: int) -> list[KafkaGroup]:

@@ -316,7 +316,8 @@ class KafkaPlanner:
         Metadata request, whatever AllowAutoTopicCreation says (``KafkaApis.getTopicMetadata`` ->
         ``createInternalTopic``; KAFKA-9751 moved creation to the controller in 2.8), and an
         all-topics request never creates anything. A cluster without it has never had a
-        transactional producer (the first InitProducerId with a transactional id creates it): the
+        transactional producer (a producer's first FindCoordinator for its transactional id creates it,
+        ``KafkaApis.getCoordinator``, before its InitProducerId): the
         data partitions are watched all the same, and the next listing finds it once it exists."""
         listed = w.partitions(None, None, True)
         self._listed_all = listed  # reused by _offsets_partitions: one all-topics listing per discovery
