@@ -28,8 +28,8 @@ only for the data-loss preview and first-write time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,7 +44,16 @@ from streaming.normalize import (
     snapshot_events,
     txn_state_rows,
 )
-from udfs.producer_state import PartitionState
+
+# The snapshot choice and the two replays live beside their decoders (udfs); re-exported here for
+# the sources that build reads from them.
+from udfs.producer_state import PartitionState, replay_batches
+from udfs.snapshot import SnapshotCandidate, SnapshotSeed, newest_readable_snapshot
+from udfs.txn_log import CoordinatorReplay
+
+__all__ = ["BatchPiece", "CoordinatorReplay", "Offsets", "ReadContext", "SnapshotCandidate", "SnapshotSeed",
+           "TxnPiece", "data_partition_events", "newest_readable_snapshot", "replay_batches", "split_at",
+           "txn_partition_events"]
 
 # Fold what opens and closes within a read before the state operator sees it
 # (normalize.reduce_closed_in_read / reduce_coordinator_records). Off only to compare results.
@@ -119,58 +128,11 @@ class BatchPiece:
     position_format: str = "{prefix}@{pos}"
 
 
-@dataclass(frozen=True)
-class SnapshotSeed:
-    """The producer snapshot a read of a data partition starts from (detection.md §1)."""
-
-    entries: list[dict[str, Any]]
-    offset: int
-    source_position: str
-
-
-@dataclass(frozen=True)
-class SnapshotCandidate:
-    """A producer snapshot a source found: its offset, where it is, and how to read it.
-
-    ``load`` returns (entries, problems); any problem makes the snapshot unusable, as the broker's
-    ``ProducerStateManager.readSnapshot`` throws ``CorruptSnapshotException`` for a bad CRC, an
-    unknown version or a schema failure (short or long file) and never loads part of it. Seeding
-    from a partial entry list would make the missing producers look absent (epoch 0, "exact").
-    """
-
-    offset: int
-    source_position: str
-    load: Callable[[], tuple[list[dict[str, Any]], list[str]]]
-
-
-def newest_readable_snapshot(
-    candidates: Sequence[SnapshotCandidate],
-) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
-    """The newest readable snapshot (``ProducerStateManager.loadFromSnapshot``: latest first, a
-    corrupt one skipped for the next newest), and (source position, reason) of each one skipped."""
-    skipped: list[tuple[str, str]] = []
-    for c in sorted(candidates, key=lambda c: c.offset, reverse=True):
-        entries, problems = c.load()
-        if not problems:
-            return SnapshotSeed(entries, c.offset, c.source_position), skipped
-        skipped.append((c.source_position, f"producer snapshot at offset {c.offset} unreadable, not used "
-                        f"(the broker skips it too and loads the next newest): {'; '.join(problems)}"))
-    return None, skipped
-
-
 def split_at(cols: dict[str, np.ndarray], offset: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(batches wholly below ``offset``, batches at or after it) of a batch table, file order kept.
     A snapshot taken at ``offset`` already summarises the first part."""
     below = cols["last_offset"] < offset
     return {k: v[below] for k, v in cols.items()}, {k: v[~below] for k, v in cols.items()}
-
-
-def replay_batches(state: PartitionState, cols: dict[str, np.ndarray], snapshot_offset: int | None) -> None:
-    """Apply a batch table to a partition replay seeded at ``snapshot_offset`` (None: not seeded):
-    only batches at or after the snapshot change the state; a bad CRC skips the batch."""
-    if snapshot_offset is not None:
-        cols = split_at(cols, snapshot_offset)[1]
-    state.apply(cols, cols["crc_valid"] != 0)
 
 
 def data_partition_events(
@@ -189,7 +151,9 @@ def data_partition_events(
 ) -> pd.DataFrame | None:
     """Events of one read of a data partition, ending with its progress row.
 
-    ``state``: the partition replay up to where this read starts (seeded from ``seed`` by the
+    ``broker``: the partition's offsets as the source knows them (the broker's on a live read; a
+    log-dir read passes those of its own replay, read to its end). ``state``: the partition replay
+    up to where this read starts (seeded from ``seed`` by the
     caller when it starts there); the pieces are applied to it (batches with a bad CRC skipped,
     batches below ``ctx.snapshot_offset`` too) and, unless ``broker`` gives the partition's
     offsets, it supplies the progress row's high watermark (next offset) and LSO. ``seed``: emit
@@ -216,12 +180,7 @@ def data_partition_events(
     if broker is not None:
         offsets = broker
     elif state is not None:
-        lso = state.lso(state.next_offset)
-        if lso is not None and log_start_offset is not None:
-            # A snapshot entry whose transaction starts below the log start (its batches were
-            # deleted) pins the LSO at the log start (kafka-formats.md §6).
-            lso = max(lso, log_start_offset)
-        offsets = Offsets(state.next_offset, lso, log_start_offset)
+        offsets = Offsets(state.next_offset, state.replayed_lso(log_start_offset), log_start_offset)
     else:
         raise ValueError("data_partition_events needs the broker's offsets or a partition replay")
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
@@ -239,34 +198,6 @@ def data_partition_events(
     return _finish(frames, ctx, typed)
 
 
-@dataclass
-class CoordinatorReplay:
-    """What a read of a ``__transaction_state`` partition needs from the records before it:
-    transactional id → last producer id (to route tombstones and supersessions), the highest
-    partitionLeaderEpoch (= coordinator epoch, kafka-formats.md §5.6) and the next offset."""
-
-    known: dict[str, int] = field(default_factory=dict)
-    max_epoch: int = -1
-    next_offset: int | None = None
-
-    def copy(self) -> CoordinatorReplay:
-        return CoordinatorReplay(dict(self.known), self.max_epoch, self.next_offset)
-
-    def fold(self, records: Sequence[dict[str, Any]], leader_epoch: int = -1, next_offset: int | None = None) -> None:
-        """Replay records (offset order) without emitting events: a prefix before the read."""
-        for r in records:
-            if r["tombstone"]:
-                self.known.pop(r["transactional_id"], None)
-            else:
-                self.known[r["transactional_id"]] = r["producer_id"]
-        self.advance(leader_epoch, next_offset)
-
-    def advance(self, leader_epoch: int, next_offset: int | None) -> None:
-        self.max_epoch = max(self.max_epoch, leader_epoch)
-        if next_offset is not None:
-            self.next_offset = next_offset
-
-
 @dataclass(frozen=True)
 class TxnPiece:
     """Decoded ``__transaction_state`` records of one piece of a read, in offset order, with the
@@ -276,6 +207,7 @@ class TxnPiece:
     source_position: str
     leader_epoch: int = -1
     next_offset: int | None = None
+    reduced: bool = False  # already what reduce_coordinator_records keeps (udfs.txn_log.decode_txn_log_reduced)
 
 
 def txn_partition_events(
@@ -301,7 +233,8 @@ def txn_partition_events(
     frames: list[pd.DataFrame] = []
     routed: list[dict[str, Any]] = []
     for piece in pieces:
-        records = reduce_coordinator_records(piece.records) if REDUCE_IN_READ else piece.records
+        reduce = REDUCE_IN_READ and not piece.reduced
+        records = reduce_coordinator_records(piece.records) if reduce else piece.records
         rows = txn_state_rows(records, partition=ctx.partition, source_position=piece.source_position,
                               topic=ctx.topic, **ctx.common)
         if collect is not None:
