@@ -127,7 +127,7 @@ def run(args: argparse.Namespace, spark, mode: str) -> dict:
         cfg["kafka"]["bootstrap_servers"] = broker.bootstrap_servers
         evidence = broker_confirm(as_config(cfg))  # what `txnwatch run` asks the cluster on a finding
         started = time.monotonic()
-        q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
+        q = start_query(spark, "kafka-txn", opts, engine_config(as_config(cfg), coordinator_available=True),
                         AlertConfig("bench:9092"), sinks, str(tmp / "ck"), trigger={"processingTime": "0 seconds"},
                         broker=evidence)
         try:

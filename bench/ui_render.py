@@ -31,9 +31,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from streaming.config import UiConfig
 from streaming.ui import render
 from streaming.ui.server import UIServer
-from streaming.ui.settings import UISettings
 from streaming.ui.store import FindingStore
 from tests.ui_samples import batch_stats, busy_findings, positions, with_facts
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("overview HTML (snapshot + render)", t, len(html)))
     t, js = best(lambda: render.overview_json(store.snapshot()), args.reps)
     rows.append(("JSON endpoint (snapshot + data + fragment)", t, len(js)))
-    with UIServer(store, UISettings(port=0)) as srv:
+    with UIServer(store, UiConfig(port=0)) as srv:
         fetch(srv.url)  # warm-up: first template compile is not what an operator waits for twice
         t, body = best(lambda: fetch(srv.url), args.reps)
         rows.append(("GET / over HTTP", t, len(body)))

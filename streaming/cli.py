@@ -12,10 +12,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
 from typing import Any
 
-from streaming.config import Config, ConfigError, QualityConfig, as_config, engine_config, load_config
+from streaming.config import Config, ConfigError, QualityConfig, engine_config, load_config
 from streaming.vocab import HANGING
 
 log = logging.getLogger("txnwatch")
@@ -133,8 +132,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
         from streaming.pipeline import spark_session
 
         ensure_java()
-        spark = spark_session(master=args.master or cfg.streaming.master,
-                              conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
+        from streaming.config import spark_conf
+
+        spark = spark_session(master=args.master or cfg.streaming.master, conf=spark_conf(cfg.streaming))
     findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark, topic=args.topic,
                                 partition=args.partition, engine=engine,
                                 end_offsets=broker_end_offsets(cfg) if args.bootstrap_server else None)
@@ -207,43 +207,38 @@ def broker_end_offsets(cfg: Config):
     return ask
 
 
-def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: int | None = None,
+def scan_paths(paths: list[str], cfg: Config, *, as_of_ms: int | None = None,
                master: str | None = None, spark=None, topic: str | None = None, partition: int | None = None,
                engine: str = "spark", end_offsets: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The one-shot scan: the streaming job run with an available-now trigger over the inputs.
 
     Returns (findings = active late/hanging alerts sorted by topic, partition, first offset;
     gap rows). Directories are log dirs (``segments`` source); files go to the ``dumps`` source,
-    which detects dump text, segments and snapshots by content. ``cfg``: the :class:`Config` (or a
-    document as :func:`streaming.config.load` returns it). ``engine="local"`` runs the same reads,
+    which detects dump text, segments and snapshots by content. ``cfg``: the :class:`Config`
+    (:func:`streaming.config.load_config`). ``engine="local"`` runs the same reads,
     state function and writer in this process without Spark (:mod:`streaming.local_engine`).
     ``end_offsets``: the broker's ListOffsets lookup (:func:`broker_end_offsets`), or None.
     """
-    from streaming.alerts import AlertConfig
-    from streaming.pipeline import SinkSet
-    from streaming.runner import txn_state_partitions
+    from streaming.config import spark_conf
+    from streaming.microbatch import SinkSet
+    from streaming.runner import alert_config, file_source_options
 
-    cfg = as_config(cfg)
     if engine not in ("spark", "local"):
         raise UsageError(f"scan engine: expected spark or local, got {engine!r}")
     if engine == "spark":
         from streaming.pipeline import spark_session
 
         ensure_java()
-        spark = spark or spark_session(master=master or cfg.streaming.master,
-                                       conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
+        spark = spark or spark_session(master=master or cfg.streaming.master, conf=spark_conf(cfg.streaming))
     check_txn_partition_count(paths, cfg.coordinator.txn_state_partitions, topic=topic, partition=partition)
     dirs = [p for p in paths if os.path.isdir(p)]
     files = [p for p in paths if not os.path.isdir(p)]
-    alert_cfg = AlertConfig(bootstrap_servers=cfg.kafka.bootstrap_servers or None,
-                            txn_state_partitions=cfg.coordinator.txn_state_partitions,
-                            clock_skew_tolerance_ms=cfg.thresholds.clock_skew_tolerance_ms)
+    alert_cfg = alert_config(cfg, live=False)
     gaps: list[dict[str, Any]] = []
     findings: dict[str, dict[str, Any]] = {}
     jobs: list[tuple[str, dict[str, str], bool]] = []
     if len(dirs) == 1 and not files and topic is None and partition is None:
-        jobs.append(("segments", {"path": dirs[0], "cluster": cfg.cluster,
-                                  "txn_state_partitions": txn_state_partitions(cfg)}, _has_txn_state(dirs)))
+        jobs.append(("segments", file_source_options(cfg, path=dirs[0]), _has_txn_state(dirs)))
     else:
         from streaming.sources.files import inputs_have_coordinator
 
@@ -256,16 +251,14 @@ def scan_paths(paths: list[str], cfg: Config | Mapping[str, Any], *, as_of_ms: i
                 files += [os.path.join(root, n) for n in sorted(names)
                           if n.endswith((".log", ".snapshot")) or n in (CHECKPOINT_FILE, *END_CHECKPOINT_FILES)]
         # log_dirs: listed here, so their partitions' newest segments are among the files (§0)
-        opts = {"paths": json.dumps([os.path.abspath(f) for f in files]), "cluster": cfg.cluster,
-                "txn_state_partitions": txn_state_partitions(cfg),
-                "log_dirs": json.dumps([os.path.abspath(d) for d in dirs])}
+        opts = file_source_options(cfg, paths=json.dumps([os.path.abspath(f) for f in files]),
+                                   log_dirs=json.dumps([os.path.abspath(d) for d in dirs]))
         if topic is not None:
             opts["topic"] = topic
         if partition is not None:
             opts["partition"] = str(partition)
         jobs.append(("dumps", opts, inputs_have_coordinator(files)))
     for fmt, opts, coord in jobs:
-        opts["clock_skew_tolerance_ms"] = str(cfg.thresholds.clock_skew_tolerance_ms)
         if as_of_ms is not None:
             opts["as_of"] = str(as_of_ms)
         ecfg = engine_config(cfg, coordinator_available=coord)

@@ -11,7 +11,8 @@ class plus one field of :class:`Config`). Document it in ``docs/configuration.md
 of the job then receives only its section (``cfg.kafka``, ``cfg.quality``...). :func:`load`
 returns the same layered values as a plain nested dict (the "document") for callers that adjust
 a few keys before starting a job; :func:`as_config` turns such a document into a
-:class:`Config` with the same checks. Errors name the key and the expected type
+:class:`Config` with the same checks. Past this module there is only :class:`Config`: the job,
+the scan, the UI and validate take it, never a document. Errors name the key and the expected type
 (:class:`ConfigError`), never a traceback.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -148,9 +150,25 @@ class MetricsConfig:
     port: int = 0
 
 
+STALE_FACTOR = 3  # the status page: stale after this many trigger intervals without a micro-batch ...
+STALE_FLOOR_S = 30.0  # ... but never sooner (the first micro-batch of a large cluster is slow)
+
+_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "sec": 1.0, "second": 1.0,
+          "seconds": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0,
+          "hour": 3600.0, "hours": 3600.0}
+
+
+def interval_seconds(text: str) -> float:
+    """A Spark trigger interval ("10 seconds", "500 milliseconds", "1 minute") in seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text or "")
+    if not m or m.group(2).lower() not in _UNITS | {"": 1.0}:
+        raise ConfigError(f"streaming.trigger_interval: expected e.g. '10 seconds', got {text!r}")
+    return float(m.group(1)) * _UNITS.get(m.group(2).lower(), 1.0)
+
+
 @dataclass(frozen=True)
 class UiConfig:
-    """``[ui]``: the status page (``streaming.ui``; checked further by ``UISettings``)."""
+    """``[ui]``: the status page (``streaming.ui``; the one settings class its server takes)."""
 
     enabled: bool = False
     port: int = 9465
@@ -159,6 +177,17 @@ class UiConfig:
     basic_password: str = field(default="", repr=False)
     token: str = field(default="", repr=False)
     stale_after_s: int = 0  # 0 = 3 trigger intervals, at least 30 s
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.token or self.basic_user)
+
+    def stale_limit_s(self, trigger_interval: str) -> float:
+        """Seconds without news after which the page calls the job stale: ``stale_after_s``, or
+        (when 0) three of the job's trigger intervals (``streaming.trigger_interval``), at least 30 s."""
+        if self.stale_after_s > 0:
+            return float(self.stale_after_s)
+        return max(STALE_FACTOR * interval_seconds(trigger_interval or "10 seconds"), STALE_FLOOR_S)
 
 
 @dataclass(frozen=True)
@@ -378,6 +407,11 @@ def as_config(cfg: Config | Mapping[str, Any]) -> Config:
             kw[f.name] = _section(f.name, type(getattr(_BUILT_IN, f.name)), doc[f.name])
         else:
             kw[f.name] = doc[f.name]
+    ui = kw["ui"]
+    if bool(ui.basic_user) != bool(ui.basic_password):
+        raise ConfigError("ui.basic_user and ui.basic_password go together (both set, or neither)")
+    if not 0 <= ui.port <= 65535:
+        raise ConfigError(f"ui.port: expected 0-65535, got {ui.port}")
     if kw["coordinator"].txn_state_partitions < 1:
         # n = 0 would make an empty view "complete" and prove every producer unknown.
         raise ConfigError(f"coordinator.txn_state_partitions: expected at least 1, got "
@@ -391,9 +425,8 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None,
     return as_config(load(path, env, overrides))
 
 
-def engine_config(cfg: Config | Mapping[str, Any], *, coordinator_available: bool) -> EngineConfig:
+def engine_config(cfg: Config, *, coordinator_available: bool) -> EngineConfig:
     """The state machine's configuration: the cluster and its thresholds (per topic too)."""
-    cfg = as_config(cfg)
     t = cfg.thresholds
     base = Thresholds(t.max_timeout_ms, t.padding_ms)
     per_topic = {
@@ -403,3 +436,15 @@ def engine_config(cfg: Config | Mapping[str, Any], *, coordinator_available: boo
     }
     return EngineConfig(cluster=cfg.cluster, thresholds=base, topic_thresholds=per_topic,
                         coordinator_available=coordinator_available, evict_after_ms=t.evict_after_ms)
+
+
+def spark_conf(streaming: StreamingConfig) -> dict[str, str]:
+    """The ``[streaming]`` settings that are Spark settings (shuffle partitions, state store)."""
+    conf = {"spark.sql.shuffle.partitions": str(streaming.shuffle_partitions)}
+    store = streaming.state_store
+    if store == "rocksdb":
+        conf["spark.sql.streaming.stateStore.providerClass"] = (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+    elif store != "hdfs":
+        raise ConfigError(f"streaming.state_store: expected 'hdfs' or 'rocksdb', got {store!r}")
+    return conf

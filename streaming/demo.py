@@ -19,9 +19,10 @@ import threading
 import time
 from typing import Any
 
-from streaming.alerts import AlertConfig
 from streaming.config import engine_config, load_config
-from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
+from streaming.microbatch import SinkSet
+from streaming.pipeline import spark_session, start_query, stop_gracefully
+from streaming.runner import alert_config, file_source_options
 from streaming.simulate.cluster_log import ClusterLog
 from streaming.sinks.console import ConsoleSink
 from streaming.sinks.jsonl import JsonlSink, read_jsonl
@@ -166,8 +167,8 @@ def run_demo(workdir: str | None = None, duration_s: int = 120, master: str = "l
                            source="txnwatch demo")
         out.write(f"status page: {ui.url}\n")
     spark = spark_session(master=master, conf={"spark.sql.shuffle.partitions": "2"})
-    q = start_query(spark, "segments", {"path": logs, "cluster": "demo"},
-                    engine_config(cfg, coordinator_available=True), AlertConfig("localhost:9092"), sinks, ck,
+    q = start_query(spark, "segments", file_source_options(cfg, path=logs),
+                    engine_config(cfg, coordinator_available=True), alert_config(cfg, live=False), sinks, ck,
                     trigger={"processingTime": "2 seconds"}, query_name="txnwatch-demo")
     out.write(f"streaming job started (checkpoint {ck}); appending data while it runs...\n")
     deadline = time.monotonic() + duration_s

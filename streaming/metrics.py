@@ -2,7 +2,7 @@
 
 :class:`Metrics` serves its own :class:`prometheus_client.CollectorRegistry` over HTTP and is
 fed once per micro-batch through :meth:`Metrics.observe`, registered as an ``on_batch`` callback
-of :class:`streaming.pipeline.SinkSet`. ``observe(batch_id, stats)`` reads:
+of :class:`streaming.microbatch.SinkSet`. ``observe(batch_id, stats)`` reads:
 
 ``open_alerts``  {key: {"status", "alert"}}: the open findings (late/hanging) → late/hanging
                  gauges, partitions with late transactions; also the per-partition open

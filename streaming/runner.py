@@ -12,7 +12,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from streaming.alerts import AlertConfig
@@ -20,14 +19,14 @@ from streaming.broker_evidence import BrokerEvidence, KafkaLookback
 from streaming.config import (
     Config,
     ConfigError,
-    DumpsConfig,
     KafkaConfig,
     SinksConfig,
     StreamingConfig,
-    as_config,
     engine_config,
+    spark_conf,
 )
-from streaming.pipeline import SinkSet, spark_session, start_query, stop_gracefully
+from streaming.microbatch import SinkSet
+from streaming.pipeline import spark_session, start_query, stop_gracefully
 from streaming.sources.kafka_security import spark_source_options
 from streaming.vocab import HANGING, LATE
 
@@ -69,16 +68,20 @@ def build_sinks(sinks_cfg: SinksConfig, kafka: KafkaConfig, *, console_out=None)
     return sinks
 
 
-def txn_state_partitions(cfg: Config) -> str:
-    """``[coordinator] txn_state_partitions`` (default 50) as a file-source option: how many
-    ``__transaction_state`` partitions make the coordinator view complete (detection.md §3.1)."""
-    return str(getattr(getattr(cfg, "coordinator", None), "txn_state_partitions", 50))
+def file_source_options(cfg: Config, **where: str) -> dict[str, str]:
+    """The options a file source (``segments``, ``dumps``) takes from the config, plus ``where``
+    (``path``, ``dir``, ``paths``...). Spark's data source options are strings: this and
+    :func:`source_options` are where a :class:`Config` becomes them, each source's ``_options``
+    (``parse_options`` for ``kafka-txn``) where they become typed again."""
+    return {**where, "cluster": cfg.cluster,
+            # how many __transaction_state partitions make the coordinator view complete (detection.md §3.1)
+            "txn_state_partitions": str(cfg.coordinator.txn_state_partitions),
+            "clock_skew_tolerance_ms": str(cfg.thresholds.clock_skew_tolerance_ms)}
 
 
-def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaConfig,
-                   dumps: DumpsConfig, txn_partitions: str = "50",
-                   probe_follow_after_ms: int = 900000) -> tuple[str, dict[str, str], bool]:
-    """(format, options, coordinator available) for the chosen source."""
+def source_options(cfg: Config, source: str, path: str | None, *,
+                   once: bool = False) -> tuple[str, dict[str, str], bool]:
+    """(format, options, coordinator available) for the chosen source of ``txnwatch run``."""
     if source in ("segments", "dumps"):
         if not path:
             raise ConfigError(f"--path is required with --source {source}")
@@ -88,12 +91,11 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
             from streaming.sources.logdir import list_partitions
 
             coord = any(p.is_txn_state for p in list_partitions(path))
-            return "segments", {"path": path, "cluster": cluster, "txn_state_partitions": txn_partitions}, coord
+            return "segments", file_source_options(cfg, path=path), coord
         # Whether __transaction_state dumps are dropped too cannot be known in advance; without
         # them every finding must stay "exceeds-max-timeout, unverified" (never coordinator-unaware).
-        return "dumps", {"dir": path, "cluster": cluster, "txn_state_partitions": txn_partitions}, \
-            dumps.coordinator_view
-    k = kafka
+        return "dumps", file_source_options(cfg, dir=path), cfg.dumps.coordinator_view
+    k = cfg.kafka
     if not k.bootstrap_servers:
         raise ConfigError("kafka.bootstrap_servers is required for --source kafka (config, "
                           "TXNWATCH_KAFKA_BOOTSTRAP_SERVERS or --bootstrap-server)")
@@ -102,7 +104,7 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
     if k.read_mode == "probe" and k.starting_offsets != "lso":
         raise ConfigError(f"kafka.starting_offsets = {k.starting_offsets!r} needs kafka.read_mode = \"full\": "
                           "the probe mode reads only what is open, from the LSO")
-    opts = {"bootstrap_servers": k.bootstrap_servers, "cluster": cluster,
+    opts = {"bootstrap_servers": k.bootstrap_servers, "cluster": cfg.cluster,
             "topics": json.dumps(list(k.topics)), "topic_pattern": k.topic_pattern,
             "include_internal": str(k.include_internal).lower(),
             "watch_consumer_offsets": str(k.watch_consumer_offsets).lower(), "starting_offsets": k.starting_offsets,
@@ -112,8 +114,10 @@ def source_options(source: str, path: str | None, *, cluster: str, kafka: KafkaC
             "unavailable_timeout_ms": str(k.unavailable_timeout_ms), "groups_per_broker": str(k.groups_per_broker),
             "read_mode": k.read_mode, "probe_bytes": str(k.probe_bytes),
             "metadata_max_age_ms": str(k.metadata_max_age_ms),
-            "probe_follow_after_ms": str(probe_follow_after_ms),
+            "probe_follow_after_ms": str(follow_after_ms(cfg)),
             "security_protocol": k.security_protocol}
+    if once:
+        opts["ride_through_ms"] = str(k.once_ride_through_ms)
     # Secrets become env:/file: references (never plan-visible options); runs before Spark starts.
     opts.update(spark_source_options(k.security()))
     return "kafka-txn", opts, True
@@ -199,20 +203,13 @@ def broker_confirm(cfg: Config):
                               groups_refresh_ms=k.groups_refresh_ms, lookback=broker_evidence(cfg))
 
 
-def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, once: bool = False,
+def run_job(cfg: Config, *, source: str, path: str | None, once: bool = False,
             stop_event: threading.Event | None = None, console_out=None) -> int:
     """Start the streaming query and block until stopped (signal, ``stop_event`` or ``once``).
 
-    ``cfg``: the :class:`Config` (or a document as :func:`streaming.config.load` returns it)."""
-    cfg = as_config(cfg)
-    fmt, opts, coord = source_options(source, path, cluster=cfg.cluster, kafka=cfg.kafka, dumps=cfg.dumps,
-                                      txn_partitions=txn_state_partitions(cfg),
-                                      probe_follow_after_ms=follow_after_ms(cfg))
+    ``cfg``: the :class:`Config` (:func:`streaming.config.load_config`)."""
+    fmt, opts, coord = source_options(cfg, source, path, once=once)
     sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
-    if fmt in ("segments", "dumps"):
-        opts["clock_skew_tolerance_ms"] = str(cfg.thresholds.clock_skew_tolerance_ms)
-    if once and fmt == "kafka-txn":
-        opts["ride_through_ms"] = str(cfg.kafka.once_ride_through_ms)
     progress = ProgressLogger()
     sinks.on_batch.append(progress)
     name = f"txnwatch-{cfg.cluster}"
@@ -227,7 +224,7 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
 
     ui = serve_for_job(cfg.ui, cfg.streaming, sinks.on_batch, source=f"{name} ({fmt})",
                        audit_path=cfg.abort.audit_path)
-    spark = spark_session(master=cfg.streaming.master, conf=_spark_conf(cfg.streaming))
+    spark = spark_session(master=cfg.streaming.master, conf=spark_conf(cfg.streaming))
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
     broker = broker_confirm(cfg) if fmt == "kafka-txn" else None
@@ -281,14 +278,3 @@ def run_job(cfg: Config | Mapping[str, Any], *, source: str, path: str | None, o
 
 def _join(base: str, sub: str) -> str:
     return base.rstrip("/") + "/" + sub
-
-
-def _spark_conf(streaming: StreamingConfig) -> dict[str, str]:
-    conf = {"spark.sql.shuffle.partitions": str(streaming.shuffle_partitions)}
-    store = streaming.state_store
-    if store == "rocksdb":
-        conf["spark.sql.streaming.stateStore.providerClass"] = (
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-    elif store != "hdfs":
-        raise ConfigError(f"streaming.state_store: expected 'hdfs' or 'rocksdb', got {store!r}")
-    return conf

@@ -1,7 +1,7 @@
 """The live job's micro-batches run in this process (tests only): the ``kafka-txn`` stream
-reader's ``latestOffset``/``partitions``/``read`` on the driver, the state function per
-``route_pid`` (with event-time timeouts fired once the watermark — the previous micro-batch's
-newest event time, Spark's rule with a zero delay — passes them), and the ``foreachBatch`` writer.
+reader's ``latestOffset``/``partitions``/``read`` on the driver, then the one micro-batch loop
+(:class:`streaming.microbatch.LocalLoop`: the state function per ``route_pid`` with event-time
+timeouts fired once the watermark passes them, and the ``foreachBatch`` body).
 
 It runs the very functions the Spark job runs, minus Spark: the mode-equality test runs every
 scenario twice (probe and full read modes) and a Spark query per scenario and mode would take
@@ -17,36 +17,32 @@ import pandas as pd
 
 from streaming.alerts import Enricher
 from streaming.availability import Availability
-from streaming.local_engine import LocalStates, _Rows
-from streaming.pipeline import SinkSet, make_batch_writer
+from streaming.microbatch import BatchWriter, LocalLoop, SinkSet
 from streaming.sources.kafka import KafkaStreamReader, read_partition
 from streaming.state_machine import EngineConfig
 
 
 class LiveJob:
-    """One live job (reader, state per producer id, enricher) driven micro-batch by micro-batch."""
+    """One live job (reader, the one loop with the state per producer id and the enricher),
+    driven micro-batch by micro-batch; ``alerts``: everything it published, in order."""
 
     def __init__(self, options: dict[str, str], cfg: EngineConfig, enricher: Enricher) -> None:
         self.reader = KafkaStreamReader(options)
-        self.states = LocalStates(cfg)
         self.enricher = enricher
         self.alerts: list[dict[str, Any]] = []
-        self.write = make_batch_writer(enricher, SinkSet(sinks=[self.alerts.extend]), Availability())
+        self.loop = LocalLoop(cfg, BatchWriter(enricher, SinkSet(sinks=[self.alerts.extend]), Availability()))
         self.offset: dict | None = None
-        self.batch_id = 0
 
     @property
     def docs(self) -> dict[int, tuple]:
-        return self.states.docs
+        return self.loop.docs
 
     def trigger(self) -> dict:
         start = self.offset or self.reader.initialOffset()
         end = self.reader.latestOffset(start)
         frames = [f for f in (read_partition(p, self.reader.opts) for p in self.reader.partitions(start, end))
                   if len(f)]
-        events = pd.concat(frames, ignore_index=True) if frames else None
-        self.write(_Rows(self.states.micro_batch(events)), self.batch_id)
-        self.batch_id += 1
+        self.loop.run_batch(pd.concat(frames, ignore_index=True) if frames else None)
         self.offset = end
         return end
 

@@ -101,3 +101,17 @@ def wait_caught_up(query: Any, *, timeout_s: float = 120.0) -> None:
     if errors:
         raise errors[0]
     assert query.isActive, f"query stopped while catching up: {query.exception()}"
+
+
+def wait_until(done: Callable[[], bool], what: str, *, timeout_s: float = 120.0,
+               check: Callable[[], None] | None = None, poll_s: float = 0.2) -> None:
+    """Block until ``done()`` holds, asking every ``poll_s`` (for conditions nothing notifies: a
+    file a subprocess writes, an HTTP endpoint, a query's alerts list); ``check()`` may raise
+    when the job died meanwhile. Fails loudly (``AssertionError``) at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if check is not None:
+            check()
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(poll_s)

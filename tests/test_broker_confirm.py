@@ -34,6 +34,7 @@ from streaming.verdict import (
     Thresholds,
     judge,
 )
+from streaming.vocab import HANGING, LATE
 from tests.broker_api_versions import NEWEST
 from tests.kafka_fake_broker import (
     FakeKafkaBroker,
@@ -373,33 +374,19 @@ def test_annotated_alert_withholds_the_legacy_command_on_disagreement(tmp_path):
 
 
 def _live_findings(broker: FakeKafkaBroker, confirm) -> list[dict]:
-    """The live path without Spark: the kafka source's planning and reads (from the LSO, as the job
-    starts), the state function per producer, then the Enricher with the broker's answers."""
-    import pandas as pd
-
+    """The live path without Spark (``tests/live_inprocess.LiveJob``): the kafka source's planning
+    and reads (from the LSO, as the job starts), then the one micro-batch loop with the broker's
+    answers (state per producer, enrichment, the cluster's confirmation); the findings published."""
     from streaming.alerts import AlertConfig, Enricher
-    from streaming.state_machine import EngineConfig, process_key
-    from tests.test_kafka_source import events_of, reader
+    from streaming.state_machine import EngineConfig
+    from tests.live_inprocess import LiveJob
+    from tests.test_kafka_source import FAST
 
-    r = reader(broker)
-    init = r.initialOffset()
-    ev = events_of(r, init, r.latestOffset(init, None))
-    ev["event_time_ms"] = ev["event_time"].map(lambda t: int(t.value // 1_000_000))
-    now = int(ev["event_time_ms"].max())
-    raw = []
-    for pid, g in ev[ev["route_pid"] >= 0].groupby("route_pid"):
-        rows = [{k: (None if (not isinstance(v, list | tuple) and pd.isna(v)) else v) for k, v in x.items()}
-                for x in g.to_dict("records")]
-        out, _, _ = process_key(int(pid), rows, None, now_ms=now,
-                                cfg=EngineConfig(cluster="live", coordinator_available=True))
-        raw += [o for o in out if o["out_kind"] == "alert"]
-    progress = [{**{k: (None if (not isinstance(v, list | tuple) and pd.isna(v)) else v) for k, v in x.items()},
-                 "now_ms": x["event_time_ms"]} for x in ev[ev["kind"] == "progress"].to_dict("records")]
-    enricher = Enricher(AlertConfig("k:9092", txn_state_partitions=None), broker=confirm)
-    alerts = enricher.process(raw, progress)
-    from streaming.broker_confirm import annotate
-
-    return [annotate(a, confirm) for a in alerts]
+    job = LiveJob({"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live", **FAST},
+                  EngineConfig(cluster="live", coordinator_available=True),
+                  Enricher(AlertConfig("k:9092", txn_state_partitions=None), broker=confirm))
+    job.trigger()
+    return [a for a in job.alerts if a["status"] in (LATE, HANGING)]
 
 
 @pytest.mark.parametrize("version", [(2, 7), (2, 8), (3, 0), None], ids=["2.7", "2.8", "3.0", "default"])

@@ -94,15 +94,20 @@ def test_consumers_get_their_section(tmp_path):
     assert kafka.security() == {"security_protocol": "PLAINTEXT", "sasl_mechanism": "PLAIN",
                                 "sasl_plain_password": "secret", "ssl_check_hostname": True}
     assert "secret" not in repr(kafka)
-    fmt, opts, coord = source_options("kafka", None, cluster="prod", kafka=kafka, dumps=Config().dumps)
+    prod = dataclasses.replace(Config(), cluster="prod", kafka=kafka)
+    fmt, opts, coord = source_options(prod, "kafka", None)
     assert (fmt, coord) == ("kafka-txn", True)
     assert opts["topics"] == '["orders"]' and opts["security_protocol"] == "PLAINTEXT"
     assert opts["sasl_mechanism"] == "PLAIN" and "ssl_cafile" not in opts
+    # the smallest max_timeout_ms (transaction.max.timeout.ms default 900000, TransactionStateManager)
+    assert opts["probe_follow_after_ms"] == "900000" and "ride_through_ms" not in opts
+    assert source_options(prod, "kafka", None, once=True)[1]["ride_through_ms"] == "60000"
     with pytest.raises(ConfigError, match="kafka.bootstrap_servers is required"):
-        source_options("kafka", None, cluster="prod", kafka=KafkaConfig(), dumps=Config().dumps)
-    fmt, opts, coord = source_options("dumps", str(tmp_path), cluster="prod", kafka=kafka,
-                                      dumps=dataclasses.replace(Config().dumps, coordinator_view=True))
-    assert (fmt, opts, coord) == ("dumps", {"dir": str(tmp_path), "cluster": "prod", "txn_state_partitions": "50"}, True)
+        source_options(dataclasses.replace(prod, kafka=KafkaConfig()), "kafka", None)
+    fmt, opts, coord = source_options(dataclasses.replace(prod, dumps=dataclasses.replace(prod.dumps, coordinator_view=True)),
+                                      "dumps", str(tmp_path))
+    assert (fmt, opts, coord) == ("dumps", {"dir": str(tmp_path), "cluster": "prod", "txn_state_partitions": "50",
+                                            "clock_skew_tolerance_ms": "3600000"}, True)
     cfg = Config()
     assert checkpoint_dir(cfg.streaming, "prod").endswith("checkpoints/prod")
     assert checkpoint_dir(dataclasses.replace(cfg.streaming, checkpoint="s3a://b/ck"), "prod") == "s3a://b/ck"

@@ -8,8 +8,9 @@ writes a marker file and stops either before any sink ran or between the JSONL s
 topic sink; the test then SIGKILLs the driver's whole process group (Python driver and its
 Spark JVM) and restarts it without the hook.
 
-What must hold: the restarted job publishes every alert key that an uninterrupted run publishes,
-to both sinks; a key may be published twice only if the interrupted micro-batch had already
+What must hold: the uninterrupted run and the restarted job each publish the scenario's own
+findings (key, status, cause, verified: the outside truth), and the restarted job publishes every
+alert key that the uninterrupted run publishes, to both sinks; a key may be published twice only if the interrupted micro-batch had already
 written it to a sink, and the repeat is the same alert (same key and status).
 """
 
@@ -28,10 +29,11 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer
 
-from streaming.pipeline import TEST_PAUSE_ENV
+from streaming.microbatch import TEST_PAUSE_ENV
 from streaming.sinks.jsonl import read_jsonl
 from tests.conftest import ROOT
 from tests.kafka_fake_broker import FakeKafkaBroker
+from tests.scenario_truth import expected_findings, projected
 from tests.test_kafka_source import live_scenario
 
 pytestmark = pytest.mark.spark
@@ -112,6 +114,11 @@ def topic_alerts(broker: FakeKafkaBroker, topic: str) -> list[tuple[str, dict]]:
         consumer.close()
 
 
+def latest(alerts: list[dict]) -> list[dict]:
+    """The last alert published per key."""
+    return list({a["key"]: a for a in alerts}.values())
+
+
 def run_until_published(job: Job, more_batches: int = 3) -> int:
     """Let a job publish its alerts and run ``more_batches`` further micro-batches, then stop it."""
     try:
@@ -131,8 +138,7 @@ def reference(cluster):
     job = Job(tmp, broker, "reference", "ref-alerts", tmp / "ck-reference")
     assert run_until_published(job) == 0, job.log()[-3000:]
     alerts = read_jsonl(str(job.jsonl))
-    want = {(e["topic"], e["partition"], e["producer_id"], e["first_offset"]) for e in sc.expected}
-    assert {(a["topic"], a["partition"], a["producer_id"], a["first_offset"]) for a in alerts} == want
+    assert projected(latest(alerts)) == expected_findings(sc, files=False)
     assert sorted(k for k, _ in topic_alerts(broker, "ref-alerts")) == sorted(a["key"] for a in alerts)
     return alerts
 
@@ -166,6 +172,8 @@ def test_kill_9_mid_batch_then_restart_publishes_every_key(cluster, reference, p
     on_topic = topic_alerts(broker, topic)
     assert {a["key"] for a in published} == ref_keys
     assert {k for k, _ in on_topic} == ref_keys
+    assert projected(latest(published)) == expected_findings(sc, files=False)
+    assert projected(latest([a for _k, a in on_topic])) == expected_findings(sc, files=False)
     # repeats: only what the interrupted micro-batch had already written, and the same alert again
     repeats = Counter(a["key"] for a in published) - Counter(ref_keys)
     assert set(repeats) <= {a["key"] for a in interrupted_jsonl}

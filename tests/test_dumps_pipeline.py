@@ -1,5 +1,5 @@
 """The log-dump fallback end to end: dump text of several generations and the binary segments of
-the same scenario give the same alerts; real posted dumps give their ground-truth findings; the
+the same scenario give the same alerts, and both the scenario's own expected findings; real posted dumps give their ground-truth findings; the
 drop-directory stream picks files up once, only when complete."""
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import pytest
 
 from streaming.alerts import AlertConfig
 from streaming.cli import scan_paths
-from streaming.config import engine_config, load
+from streaming.config import as_config, engine_config, load
 from streaming.pipeline import SinkSet, start_query
 from streaming.simulate.scenarios import write_scenario
 from streaming.sources.files import read_files
 from streaming.sources.logdir import list_partitions, segments
 from tests.conftest import SAMPLES
 from tests.dump_render import render, render_log_dir
+from tests.scenario_truth import expected_findings, projected
 from tests.streaming_wait import BatchLog, wait_caught_up
 from udfs.txn_log import decode_txn_log_segment
 
@@ -30,7 +31,7 @@ def cfg():
     c = load(None, env={})
     c["cluster"] = "d"
     c["kafka"]["bootstrap_servers"] = "k:9092"
-    return c
+    return as_config(c)
 
 
 def render_dir(root, out_dir, generation):
@@ -65,6 +66,9 @@ def test_dump_text_and_binary_segments_give_identical_alerts(spark, tmp_path, sc
     dumped, gaps = scan_paths(files, cfg(), as_of_ms=sc.as_of_ms, spark=spark)
     assert gaps == []
     assert binary and comparable(dumped) == comparable(binary)
+    # both sides against the scenario's own findings (with the checkpoint, the files prove the ends)
+    assert projected(binary) == expected_findings(sc, files=True)
+    assert projected(dumped) == expected_findings(sc, files=True)
     assert all(re.search(r"\.txt:\d+$", f["input"]) for f in dumped)
 
 
@@ -85,6 +89,7 @@ def test_mixed_inputs_binary_segments_and_dumps(spark, tmp_path):
     mixed.append(str(sc.root / "replication-offset-checkpoint"))  # proves the explicit files' ends (§0)
     got, gaps = scan_paths(mixed, cfg(), as_of_ms=sc.as_of_ms, spark=spark)
     assert gaps == [] and comparable(got) == comparable(binary)
+    assert projected(binary) == projected(got) == expected_findings(sc, files=True)
 
 
 def _sections(path):

@@ -140,7 +140,7 @@ def test_without_read_on_consumer_offsets_it_is_left_out_with_one_warning(tmp_pa
 
 
 def _run(tmp_path, broker, watch: bool) -> list[dict]:
-    from streaming.config import load
+    from streaming.config import as_config, load
     from streaming.runner import run_job
     from streaming.sinks.jsonl import read_jsonl
 
@@ -150,7 +150,7 @@ def _run(tmp_path, broker, watch: bool) -> list[dict]:
                         once_ride_through_ms=0, watch_consumer_offsets=watch)
     cfg["streaming"].update(checkpoint=str(tmp_path / f"ck-{watch}"))
     cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(tmp_path / f"alerts-{watch}.jsonl"))
-    assert run_job(cfg, source="kafka", path=None, once=True) == 0
+    assert run_job(as_config(cfg), source="kafka", path=None, once=True) == 0
     return read_jsonl(str(tmp_path / f"alerts-{watch}.jsonl"))
 
 

@@ -3,7 +3,8 @@ state operator, and nothing the state decides changes because of it.
 
 * Every simulator scenario, read as a log dir (``segments``) and as loose files (``dumps``), runs
   through the scan engine with and without the reduction: identical published rows (alert keys,
-  statuses, causes, epochs and their sources, positions) and identical producer states.
+  statuses, causes, epochs and their sources, positions) and identical producer states, and both
+  end with the scenario's own expected findings.
 * Hand-built batch tables check what :func:`streaming.normalize.reduce_closed_in_read` keeps
   (first/last marker, last COMMIT/ABORT before a trailing EMPTY, spans around them, rows below a
   seed snapshot's offset untouched) and hand-built coordinator records check
@@ -27,6 +28,7 @@ from streaming.simulate.scenarios import SCENARIOS, write_scenario
 from streaming.sources.dumps import DumpsBatchReader
 from streaming.sources.segments import SegmentsBatchReader
 from streaming.state_machine import EngineConfig, process_key
+from tests.scenario_truth import expected_findings, projected
 from udfs.model import CONTROL_ABORT, CONTROL_COMMIT, CONTROL_EMPTY, CONTROL_NONE
 
 
@@ -38,7 +40,8 @@ def _engine(reader, monkeypatch, reduce: bool):
     rows = sorted(json.dumps({k: v for k, v in a.items() if k != "detected_at"}, sort_keys=True, default=str)
                   for a in published)
     docs = {pid: doc[0] for pid, doc in states.items()}
-    return len(events), rows, docs
+    final = projected({a["key"]: a for a in published}.values())  # the last alert per key
+    return len(events), rows, docs, final
 
 
 @pytest.mark.parametrize("source", ["segments", "dumps"])
@@ -54,10 +57,18 @@ def test_every_scenario_gives_the_same_results_with_and_without_the_reduction(tm
                        if n.endswith((".log", ".snapshot")))
         opts = {"paths": json.dumps(files), "as_of": str(sc.as_of_ms)}
         make = DumpsBatchReader
-    n_full, rows_full, docs_full = _engine(make(opts), monkeypatch, reduce=False)
-    n_reduced, rows_reduced, docs_reduced = _engine(make(opts), monkeypatch, reduce=True)
+    n_full, rows_full, docs_full, final_full = _engine(make(opts), monkeypatch, reduce=False)
+    n_reduced, rows_reduced, docs_reduced, final_reduced = _engine(make(opts), monkeypatch, reduce=True)
     assert rows_reduced == rows_full
     assert docs_reduced == docs_full
+    # the outside truth, with and without the reduction: the scenario's own findings as its files
+    # prove them; loose files without the broker's end-offset checkpoint prove no partition's end
+    # (detection.md §0, newest-segment-not-proven), so there every finding is unverified
+    want = expected_findings(sc, files=True)
+    if source == "dumps":
+        want = [dict(f, verified=False) for f in want]
+    assert final_full == want
+    assert final_reduced == want
     if name == "random-mix":
         assert sc.expected and any('"status": "hanging"' in r for r in rows_full)
         assert n_reduced < n_full

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from streaming.cli import scan_paths
-from streaming.config import load
+from streaming.config import as_config, load
 from streaming.simulate.scenarios import write_scenario
 from tests.dump_render import render_log_dir
 
@@ -29,7 +29,7 @@ def _scan(spark, sc, files):
     files = list(files) + [str(sc.root / n) for n in CHECKPOINTS if (sc.root / n).exists()]
     cfg = load(None, env={})
     cfg["cluster"] = "i19"
-    findings, gaps = scan_paths(files, cfg, as_of_ms=sc.as_of_ms, spark=spark)
+    findings, gaps = scan_paths(files, as_config(cfg), as_of_ms=sc.as_of_ms, spark=spark)
     assert gaps == []
     for f in findings:
         if f["status"] == "late":

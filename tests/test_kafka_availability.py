@@ -14,12 +14,14 @@ import pandas as pd
 import pytest
 
 from streaming.availability import Availability
+from streaming.config import as_config
 from streaming.simulate.encode import encode_batch
 from streaming.simulate.scenarios import write_scenario
 from streaming.sources.kafka import KafkaStreamReader, read_partition
 from streaming.sources.kafka_wire import KafkaUnavailable
 from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker
+from tests.streaming_wait import wait_until
 
 FAST = {"request_timeout_ms": "2000", "retries": "2", "retry_backoff_ms": "10", "cluster": "live"}
 TXN = "__transaction_state"
@@ -44,7 +46,10 @@ def events(r: KafkaStreamReader, start: dict, end: dict) -> pd.DataFrame:
 
 
 def plan(r: KafkaStreamReader, start: dict) -> dict:
-    time.sleep(0.05)  # past the (10 ms doubling) retry backoff of unavailable partitions
+    """The next plan, once every unavailable partition's retry backoff (``retry_at``) has passed."""
+    due = max((d["retry_at"] for d in start.get("unavail", {}).values()), default=0)
+    wait_until(lambda: time.time() * 1000 >= due, "the unavailable partitions' retry backoff", timeout_s=10,
+               poll_s=0.005)
     return r.latestOffset(start, None)
 
 
@@ -188,14 +193,23 @@ def test_a_broker_that_stops_answering_makes_only_its_partitions_unavailable(sc)
 
 
 def test_no_broker_answering_waits_then_fails_naming_the_bootstrap_servers(sc):
-    """Item 5: nothing reachable → no micro-batch (offsets unchanged) until
-    ``unavailable_timeout_ms``, then one error naming the bootstrap servers."""
+    """Item 5: nothing reachable → until ``unavailable_timeout_ms`` every partition is unavailable
+    (its gap row "unavailable: no broker answered", no progress row, offsets unchanged, nothing
+    read: the job's records, progress line and metrics show the outage), then one error naming the
+    bootstrap servers. (Before issue 21 the plan stayed unchanged and Spark ran no micro-batch: the
+    outage showed nowhere but in a log warning.)"""
     with FakeKafkaBroker(sc.root) as broker:
         r = reader(broker, unavailable_timeout_ms="600000", retries="1")
         init = r.initialOffset()
         end = plan(r, init)
         broker.stop()
-        assert r.latestOffset(end, None) == end  # within the timeout: nothing planned
+        down = r.latestOffset(end, None)  # within the timeout: every partition unavailable
+        assert down["parts"] == end["parts"] and down["clock"] == end["clock"]
+        ev = events(r, end, down)
+        assert progressed(ev) == set()
+        assert offsets_read(ev, "orders", 0) == []
+        every = {(t, int(p)) for t, p in (k.split("\t") for k in end["parts"])}
+        assert unavailable_gaps(ev) == {tp: "unavailable: no broker answered" for tp in every}
         r.opts["unavailable_timeout_ms"] = 0
         with pytest.raises(KafkaUnavailable) as err:
             r.latestOffset(end, None)
@@ -211,8 +225,29 @@ def test_run_once_rides_through_a_short_outage(sc):
         r = reader(broker, ride_through_ms="20000")
         init = r.initialOffset()
         broker.offline("orders", 1)
-        threading.Timer(0.5, broker.online, args=("orders", 1)).start()
+
+        def asked() -> int:
+            return len(broker.requests_for("metadata")) + len(broker.requests_for("list_offsets"))
+
+        # what one plan without the ride-through asks while the partition is leaderless
+        plain = reader(broker)
+        plain_init = plain.initialOffset()
+        before = asked()
+        assert plain.latestOffset(plain_init, None)["unavail"]
+        one_plan = asked() - before
+        before = asked()
+
+        def election_ends() -> None:
+            # the election ends once planning has asked about the leaderless partition more than a
+            # plan that gives up would (it is riding through), not after a guessed time
+            wait_until(lambda: asked() >= before + one_plan + 2, "the ride-through's repeated questions",
+                       timeout_s=30, poll_s=0.005)
+            broker.online("orders", 1)
+
+        election = threading.Thread(target=election_ends, daemon=True)
+        election.start()
         end = r.latestOffset(init, None)
+        election.join(30)
         assert not end["unavail"]
         assert ("orders", 1) in progressed(events(r, init, end))
 
@@ -300,7 +335,7 @@ def test_run_once_judges_the_rest_and_exits_3_naming_the_unread_partition(spark,
                             request_timeout_ms=3000, once_ride_through_ms=500)
         cfg["streaming"].update(checkpoint=str(tmp_path / "ck"))
         cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(tmp_path / "alerts.jsonl"))
-        rc = run_job(cfg, source="kafka", path=None, once=True)
+        rc = run_job(as_config(cfg), source="kafka", path=None, once=True)
     out = read_jsonl(str(tmp_path / "alerts.jsonl"))
     assert rc == EXIT_UNREAD
     assert [(a["key"], a["status"]) for a in out if a["status"] == "unavailable"] == [("live/orders/1", "unavailable")]

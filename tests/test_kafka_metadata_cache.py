@@ -5,14 +5,13 @@ offsets going backwards, else at the next refresh)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from streaming.simulate.encode import encode_batch
 from streaming.sources.kafka_wire import METADATA_MAX_AGE_MS, KafkaWire
 from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker
+from tests.streaming_wait import wait_until
 
 _watchdog = kafka_watchdog(60)
 
@@ -74,7 +73,9 @@ def test_new_partitions_and_topics_are_noticed_at_the_next_refresh(broker):
         broker.create_topic("refunds", 1)  # a new topic matching the pattern
         early = discover(w)
         assert early["orders"] == [0, 1] and "refunds" not in early  # still the cached answer
-        time.sleep(0.35)
+        # once the answer is older than metadata.max.age.ms, the next discovery asks again
+        wait_until(lambda: "refunds" in discover(w), "a refresh past metadata_max_age_ms", timeout_s=10,
+                   poll_s=0.05)
         late = discover(w)
         assert late["orders"] == [0, 1, 2] and late["refunds"] == [0]
         broker.create_topic("refunds", 2)
@@ -135,8 +136,9 @@ def test_recreated_topic_past_the_old_offsets_is_told_apart_at_the_next_refresh(
         broker.append_batches("orders", 0, encode_batch(0, 20))
         discover(w)
         same = w.offsets([("orders", 0)])[("orders", 0)]
-        time.sleep(0.35)
-        discover(w)
+        # past metadata_max_age_ms a discovery refreshes, and the refresh carries the new topic id
+        wait_until(lambda: bool(discover(w)) and w.offsets([("orders", 0)])[("orders", 0)].topic_id != old.topic_id,
+                   "the refresh past metadata_max_age_ms", timeout_s=10, poll_s=0.05)
         new = w.offsets([("orders", 0)])[("orders", 0)]
     assert same.high_watermark == new.high_watermark == 20
     assert same.topic_id == old.topic_id != new.topic_id

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from streaming.alerts import AlertConfig
-from streaming.config import engine_config, load
+from streaming.config import as_config, engine_config, load
 from streaming.pipeline import SinkSet, start_query
 from streaming.sources.kafka import close_wires
 from tests.kafka_fake_broker import FakeKafkaBroker
@@ -51,7 +51,7 @@ def test_outage_of_coordinator_and_data_partitions_then_recovery(spark, tmp_path
         sinks = SinkSet(sinks=[out.extend])
         opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
                 "starting_offsets": "earliest", **FAST}
-        q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
+        q = start_query(spark, "kafka-txn", opts, engine_config(as_config(cfg), coordinator_available=True),
                         AlertConfig("k:9092"), sinks, str(tmp_path / "ck"), trigger={"processingTime": "1 second"})
         try:
             findings = lambda: [a for a in out if a["status"] in ("late", "hanging")]  # noqa: E731

@@ -28,7 +28,7 @@ from streaming.sources.kafka_plan_state import (
     Reset,
     Seen,
 )
-from streaming.sources.kafka_planner import KafkaPlanner
+from streaming.sources.kafka_planner import NO_BROKER_ANSWERED, KafkaPlanner
 from streaming.sources.kafka_unread import record_unread
 from streaming.sources.kafka_wire import KafkaUnavailable
 from tests.conftest import kafka_watchdog
@@ -86,8 +86,9 @@ def test_initial_offsets_start_at_the_last_stable_offset(tmp_path, wires):
     """``starting_offsets = lso``: each partition starts at ListOffsets(LATEST, READ_COMMITTED),
     the LSO. orders-0 has producer 7's transaction open from offset 0, so its LSO is 0 (= its log
     start: read from the log start); orders-1's transaction is committed, so its LSO is its high
-    watermark 2. The fake has no ``__transaction_state`` (no transactional producer initialised:
-    ``TransactionStateManager`` creates it on the first InitProducerId), so it is not planned."""
+    watermark 2. The fake has no ``__transaction_state`` (no transactional producer has asked for
+    its coordinator: ``KafkaApis.getCoordinator`` creates the topic on the first
+    FindCoordinator(TRANSACTION)), so it is not planned."""
     orders_log(tmp_path / "logs")
     with FakeKafkaBroker(tmp_path / "logs") as broker:
         p = planner(broker, wires(broker))
@@ -159,10 +160,10 @@ def test_probe_memo_survives_a_restart_through_the_offset_log(tmp_path, wires):
 
 
 def test_whole_cluster_outage_then_back(tmp_path, wires):
-    """No broker answers (the only node stopped: the client finds no node to send Metadata to,
-    kafka-python ``KafkaClient.least_loaded_node``): the plan returns its start unchanged, which
-    Spark takes as "no new data" (``MicroBatchExecution.constructNextBatch`` runs a batch only when
-    an offset moved), and the cluster state records since when it is down; the first plan after the
+    """No broker answers (the only node stopped: its listener is closed, so no Metadata request
+    can be sent anywhere): the plan keeps every offset and the clock where they were and marks
+    every known partition unavailable ("no broker answered"), so the job's availability records,
+    progress line and metrics show the outage; the cluster state records since when it is down; the first plan after the
     broker is back clears it, and the partitions are planned on from where they were. With ``unavailable_timeout_ms = 0`` the first
     unanswered plan raises one error naming the bootstrap servers."""
     orders_log(tmp_path / "logs")
@@ -172,10 +173,13 @@ def test_whole_cluster_outage_then_back(tmp_path, wires):
         s1 = p.plan(p.initial())
         assert p.cluster.down_since is None
         broker.stop_node(1)
-        assert p.plan(s1) is s1
+        down = p.plan(s1)
+        assert down.parts == s1.parts and down.clock == s1.clock
+        assert set(down.unavail) == set(s1.parts)
+        assert all(d.error == NO_BROKER_ANSWERED for d in down.unavail.values())
         since = p.cluster.down_since
         assert since is not None and p.cluster.last_error
-        assert p.plan(s1) is s1
+        assert p.plan(s1).parts == s1.parts
         assert p.cluster.down_since == since  # from the first unanswered plan, not the latest
         p.opts["unavailable_timeout_ms"] = 0
         with pytest.raises(KafkaUnavailable, match=broker.bootstrap_servers):
@@ -186,7 +190,7 @@ def test_whole_cluster_outage_then_back(tmp_path, wires):
         # ``reconnect_backoff_ms``): until a plan is answered, the outage goes on from ``since``
         deadline = time.monotonic() + 30
         s2 = p.plan(s1)
-        while s2 is s1:
+        while p.cluster.down_since is not None:
             assert p.cluster.down_since == since and time.monotonic() < deadline
             s2 = p.plan(s1)
         assert p.cluster.down_since is None and p.cluster.last_error is None

@@ -4,14 +4,17 @@ each), multi-partition Fetch requests, and no Fetch at all for partitions with n
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pandas as pd
 import pytest
 
+from streaming.config import as_config
 from streaming.simulate.scenarios import write_scenario
 from streaming.sources.kafka import KafkaStreamReader, read_partition
 from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker
+from tests.streaming_wait import wait_until
 
 FAST = {"request_timeout_ms": "2000", "retries": "2", "retry_backoff_ms": "10", "cluster": "live"}
 COLS = ["kind", "topic", "partition", "producer_id", "producer_epoch", "first_offset", "last_offset", "marker",
@@ -55,8 +58,17 @@ def test_one_input_partition_per_broker_and_multi_partition_fetches(tmp_path):
         assert len(txn) == n_txn and set(txn["txn_partition_count"]) == {n_txn}  # WAVE2 contract A
         assert prog["read_from_zero"].fillna(False).astype(bool).all()  # earliest, nothing deleted
         split = reader(broker, groups_per_broker="4")
-        assert len(split.partitions(init, end)) > len(groups)
+        split_groups = split.partitions(init, end)
+        assert len(split_groups) > len(groups)
+        per_broker = Counter(g.broker for g in split_groups)  # at most groups_per_broker each
+        assert max(per_broker.values()) <= 4 and set(per_broker) == {g.broker for g in groups}
         assert read_all(split, init, end).equals(grouped)  # same events however they are grouped
+        # issue 23: beyond max_input_partitions, brokers share a group; the reads are the same
+        packed = reader(broker, max_input_partitions="2")
+        shared = packed.partitions(init, end)
+        assert len(shared) == 2 and sorted(len(g.parts) for g in shared) != [0, 0]
+        assert sorted((p.topic, p.partition) for g in shared for p in g.parts) == sorted(tps)
+        assert read_all(packed, init, end).equals(grouped)
         # nothing new: progress rows for every partition, from ListOffsets, and no Fetch at all
         nxt = r.latestOffset(end, None)
         before = len(broker.requests_for("fetch"))
@@ -103,12 +115,11 @@ def test_one_lagging_partition_does_not_stop_verdicts_elsewhere(spark, tmp_path)
         sinks = SinkSet(sinks=[alerts.extend], on_batch=[on_batch])
         opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
                 "starting_offsets": "earliest", "max_offsets_per_trigger": str(cap), **FAST}
-        q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
+        q = start_query(spark, "kafka-txn", opts, engine_config(as_config(cfg), coordinator_available=True),
                         AlertConfig("k:9092"), sinks, str(tmp_path / "ck"), trigger={"processingTime": "1 second"})
         try:
-            deadline = time.monotonic() + 120
-            while not lagging_when_alerted and time.monotonic() < deadline and q.exception() is None:
-                time.sleep(0.5)
+            wait_until(lambda: bool(lagging_when_alerted), "a micro-batch publishing the hanging finding",
+                       timeout_s=120, check=lambda: _no_exception(q))
         finally:
             q.stop()
     assert q.exception() is None
@@ -116,3 +127,7 @@ def test_one_lagging_partition_does_not_stop_verdicts_elsewhere(spark, tmp_path)
     want = {(e["topic"], e["partition"], e["producer_id"], e["first_offset"]) for e in sc.expected}
     assert {(a["topic"], a["partition"], a["producer_id"], a["first_offset"]) for a in alerts
             if a["status"] == "hanging"} == want
+
+
+def _no_exception(q) -> None:
+    assert q.exception() is None, q.exception()

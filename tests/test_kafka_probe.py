@@ -15,6 +15,7 @@ from streaming.simulate.scenarios import POSITIVE_SCENARIOS, SCENARIOS
 from streaming.sources.kafka import close_wires
 from tests.kafka_fake_broker import FakeKafkaBroker
 from tests.live_inprocess import LiveJob
+from tests.scenario_truth import expected_findings, projected
 from tests.test_kafka_source import FAST, live_scenario
 
 COMPARED = ("status", "cause", "verified", "topic", "partition", "producer_id", "producer_epoch", "first_offset",
@@ -40,7 +41,7 @@ def run_job(broker, mode: str, triggers: int = 3, **extra: str) -> LiveJob:
     enricher = Enricher(AlertConfig(broker.bootstrap_servers), None, broker=broker_confirm(as_config(cfg)))
     opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
             "read_mode": mode, **FAST, **extra}
-    job = LiveJob(opts, engine_config(cfg, coordinator_available=True), enricher)
+    job = LiveJob(opts, engine_config(as_config(cfg), coordinator_available=True), enricher)
     for _ in range(triggers):
         job.trigger()
     return job
@@ -56,8 +57,21 @@ def findings(job: LiveJob) -> list[dict]:
                   key=lambda f: (f["topic"], f["partition"], f["first_offset"]))
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+# retention-restart live: the fake broker rebuilds producer state from the segments it serves only,
+# not from the snapshot a restarted broker loads (UnifiedLog.rebuildProducerState ->
+# ProducerStateManager.truncateAndReload/loadFromSnapshot), so its DescribeProducers and open
+# transactions miss both transactions that started in deleted segments (1001 at 6, 1000 at 7); both
+# read modes then report one finding (1000 at 12) where the scenario declares two. Strict: it must
+# start failing loudly once the fake (or the product) gives the declared findings.
+_LIVE_GAPS = {"retention-restart": "fake broker does not load producer state from the snapshot after a restart"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=_LIVE_GAPS[n], strict=True))
+                                  if n in _LIVE_GAPS else n for n in sorted(SCENARIOS)])
 def test_probe_mode_finds_what_full_mode_finds(tmp_path, name):
+    """Probe and full read modes give the same findings, and both give the scenario's own
+    findings as the live path sees them (every partition read to its high watermark, the
+    coordinator asked: no ``from_files`` override)."""
     sc = live_scenario(tmp_path, name, seed=11)
     got = {}
     for mode in ("full", "probe"):
@@ -67,8 +81,10 @@ def test_probe_mode_finds_what_full_mode_finds(tmp_path, name):
             job.close()
         close_wires()
     assert got["probe"] == got["full"]
-    if name in POSITIVE_SCENARIOS and name not in ("retention-restart",):
-        assert got["full"], "a positive scenario must produce findings live (else the comparison proves nothing)"
+    want = expected_findings(sc, files=False)
+    assert projected(got["full"]) == want
+    assert projected(got["probe"]) == want
+    assert bool(want) == (name in POSITIVE_SCENARIOS)
 
 
 
@@ -95,6 +111,15 @@ def test_probe_without_following_sees_the_oldest_open_transaction_only(tmp_path,
         oldest.setdefault((f["topic"], f["partition"]), f)
     assert got["probe"] == sorted(oldest.values(), key=lambda f: (f["topic"], f["partition"], f["first_offset"]))
     assert (got["probe"] != got["full"]) == (name == "txn-state-compacted")
+    # the outside truth: the full read gives the scenario's findings, the probe the oldest of each
+    # partition among them (retention-restart: see _LIVE_GAPS, both sides miss the same finding)
+    if name not in _LIVE_GAPS:
+        want = expected_findings(sc, files=False)
+        assert projected(got["full"]) == want
+        first: dict = {}
+        for f in want:
+            first.setdefault((f["topic"], f["partition"]), f)
+        assert projected(got["probe"]) == projected(first.values())
 
 
 def _requested(broker, since: int, api: str = "fetch") -> set[tuple[str, int]]:

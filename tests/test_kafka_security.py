@@ -12,7 +12,6 @@ import json
 import logging
 import secrets
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +33,7 @@ from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker, stage_segment
 from tests.kafka_fake_security import SaslConfig, make_tls, server_ssl_context
 from tests.oauth_token_provider import TOKEN_ENV, StaticTokenProvider
+from tests.streaming_wait import wait_until
 
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "samples"
 ORDERS = SAMPLES / "synthetic" / "scenario_orders-0_00000000000000000000.log"
@@ -360,15 +360,16 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
         stop = threading.Event()
         out = io.StringIO()
         rc: dict = {}
-        th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(cfg, source="kafka", path=None,
+        th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(as_config(cfg), source="kafka", path=None,
                                                                            stop_event=stop, console_out=out)))
         th.start()
         plans: list[str] = []
-        deadline = time.monotonic() + 120
-        while not (jsonl.exists() and read_jsonl(str(jsonl))) and time.monotonic() < deadline and th.is_alive():
-            time.sleep(0.5)
-        plans = [q._jsq.explainInternal(True) for q in spark.streams.active]
-        stop.set()
+        try:
+            wait_until(lambda: jsonl.exists() and bool(read_jsonl(str(jsonl))), "the job's first alerts",
+                       timeout_s=120, check=lambda: _job_alive(th, rc))
+            plans = [q._jsq.explainInternal(True) for q in spark.streams.active]
+        finally:
+            stop.set()
         th.join(60)
         assert rc.get("rc") == 0
         alerts = read_jsonl(str(jsonl))
@@ -381,7 +382,7 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
         # The source's own plan lists its options; Spark masks keys matching spark.redaction.regex
         # (default "(?i)secret|password|token|access[.]?key"), and the value is only a reference.
         c = as_config(cfg)
-        fmt, opts, _ = source_options("kafka", None, cluster=c.cluster, kafka=c.kafka, dumps=c.dumps)
+        fmt, opts, _ = source_options(c, "kafka", None)
         source_plan = spark.readStream.format(fmt).options(**opts).load()._jdf.queryExecution().toString()
         plans.append(source_plan)
     assert len(topic_alerts) == len(alerts)
@@ -391,3 +392,7 @@ def test_job_over_sasl_ssl_leaks_no_secret(spark, tmp_path, tls, caplog):
     for where, text in {"logs": caplog.text, "console": out.getvalue(), "jsonl": jsonl.read_text(),
                         "alerts topic": "".join(topic_alerts), "plan": "".join(plans)}.items():
         assert PASSWORD not in text, f"password leaked into {where}"  # ... never the secret
+
+
+def _job_alive(th, rc: dict) -> None:
+    assert th.is_alive(), f"the job ended early (rc {rc.get('rc')})"

@@ -11,13 +11,15 @@ from kafka import KafkaConsumer
 
 from streaming.alerts import AlertConfig
 from streaming.cli import scan_paths
-from streaming.config import engine_config, load
+from streaming.config import as_config, engine_config, load
 from streaming.pipeline import SinkSet, start_query
 from streaming.simulate.scenarios import write_scenario
 from streaming.sinks.kafka_topic import AlertSinkError, KafkaAlertSink
 from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
 from streaming.sources.kafka_wire import KafkaUnavailable
 from tests.kafka_fake_broker import FakeKafkaBroker
+from tests.scenario_truth import expected_findings, projected
+from tests.streaming_wait import wait_until
 
 FAST = {"request_timeout_ms": "3000", "retries": "3"}
 
@@ -140,18 +142,17 @@ def test_streaming_job_against_the_broker_matches_the_scan(spark, tmp_path):
     cfg = load(None, env={})
     cfg["cluster"] = "live"
     cfg["kafka"]["bootstrap_servers"] = "k:9092"
-    scanned, _ = scan_paths([str(sc.root)], cfg, as_of_ms=sc.as_of_ms, spark=spark)
+    scanned, _ = scan_paths([str(sc.root)], as_config(cfg), as_of_ms=sc.as_of_ms, spark=spark)
     with FakeKafkaBroker(sc.root) as broker:
         alerts: list = []
         sinks = SinkSet(sinks=[alerts.extend])
         opts = {"bootstrap_servers": broker.bootstrap_servers, "topic_pattern": ".*", "cluster": "live",
                 "starting_offsets": "earliest", **FAST}
-        q = start_query(spark, "kafka-txn", opts, engine_config(cfg, coordinator_available=True),
+        q = start_query(spark, "kafka-txn", opts, engine_config(as_config(cfg), coordinator_available=True),
                         AlertConfig("k:9092"), sinks, str(tmp_path / "ck"), trigger={"processingTime": "1 second"})
         try:
-            deadline = time.monotonic() + 90
-            while not alerts and time.monotonic() < deadline and q.exception() is None:
-                time.sleep(0.5)
+            wait_until(lambda: bool(alerts), "the stream's first alerts", timeout_s=90,
+                       check=lambda: _no_exception(q))
         finally:
             q.stop()
     assert q.exception() is None
@@ -159,6 +160,14 @@ def test_streaming_job_against_the_broker_matches_the_scan(spark, tmp_path):
               "coordinator_epoch", "coordinator_epoch_source", "transactional_id", "coordinator_state", "records",
               "batches", "lso", "pins_lso")
     assert [{k: a[k] for k in fields} for a in alerts] == [{k: a[k] for k in fields} for a in scanned]
+    # both against the scenario's own findings: the scan of the log dir (files) and the stream from
+    # the broker (live) see the same write-after-marker transaction
+    assert projected(scanned) == expected_findings(sc, files=True)
+    assert projected(alerts) == expected_findings(sc, files=False)
+
+
+def _no_exception(q) -> None:
+    assert q.exception() is None, q.exception()
 
 
 def test_alerts_topic_sink_produces_keyed_json(tmp_path):

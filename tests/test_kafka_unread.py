@@ -68,7 +68,7 @@ def fetch_offsets(broker: FakeKafkaBroker, since: int) -> list[int]:
 
 
 def batch_writer_sees(ledger: Path, batch_id: int, ev: pd.DataFrame) -> None:
-    """What ``pipeline.make_batch_writer`` does with the micro-batch's gap rows."""
+    """What ``microbatch.BatchWriter`` does with the micro-batch's gap rows."""
     record_unread(str(ledger), batch_id, ev[ev["kind"] == "gap"].to_dict("records"))
 
 

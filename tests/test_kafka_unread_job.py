@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.config import load
+from streaming.config import Config, as_config, load
 from streaming.runner import run_job
 from streaming.sinks.jsonl import read_jsonl
 from tests.kafka_fake_broker import FakeKafkaBroker
@@ -26,14 +26,14 @@ from tests.test_kafka_source import live_scenario
 pytestmark = pytest.mark.spark
 
 
-def config(broker: FakeKafkaBroker, tmp_path: Path, **kafka) -> dict:
+def config(broker: FakeKafkaBroker, tmp_path: Path, **kafka) -> Config:
     cfg = load(None, env={})
     cfg["cluster"] = "live"
     cfg["kafka"].update(bootstrap_servers=broker.bootstrap_servers, topic_pattern=".*", request_timeout_ms=3000,
                         **kafka)
     cfg["streaming"].update(checkpoint=str(tmp_path / "ck"), trigger_interval="1 second")
     cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(tmp_path / "alerts.jsonl"))
-    return cfg
+    return as_config(cfg)
 
 
 def findings(tmp_path: Path, status: str = "hanging") -> set[tuple]:

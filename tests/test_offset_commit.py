@@ -166,7 +166,7 @@ def test_other_topics_get_no_offset_commit_lookup(tmp_path: Path) -> None:
 
 def test_scan_names_the_held_offset_commits_from_segments_and_dumps(tmp_path: Path) -> None:
     from streaming.cli import scan_paths
-    from streaming.config import load
+    from streaming.config import as_config, load
 
     d = tmp_path / "logs" / "__consumer_offsets-3"
     d.mkdir(parents=True)
@@ -174,7 +174,7 @@ def test_scan_names_the_held_offset_commits_from_segments_and_dumps(tmp_path: Pa
     cfg = load(None, env={})
     cfg["cluster"] = "offline"
     as_of = 1_700_000_000_000 + 3_600_000  # an hour after the writes: past any transaction timeout
-    findings, _gaps = scan_paths([str(tmp_path / "logs")], cfg, as_of_ms=as_of, engine="local")
+    findings, _gaps = scan_paths([str(tmp_path / "logs")], as_config(cfg), as_of_ms=as_of, engine="local")
     (f,) = [a for a in findings if a["topic"] == "__consumer_offsets"]  # 101's committed one is no finding
     assert (f["partition"], f["producer_id"], f["first_offset"], f["status"]) == (3, 100, 0, "hanging")
     assert (f["kind"], f["blocked_groups"]) == ("group-offsets-held", ["billing"])
@@ -186,7 +186,7 @@ def test_scan_names_the_held_offset_commits_from_segments_and_dumps(tmp_path: Pa
     # the same from the hand-written 4.0 dump (producer 4001's commit of billing orders-1 at offset 7)
     dump = tmp_path / "co.txt"
     dump.write_text((FIX / "kafka-4.0_txn-log-text_offsets-json.txt").read_text())
-    findings, _gaps = scan_paths([str(dump)], cfg, as_of_ms=1_761_000_005_000 + 3_600_000, engine="local")
+    findings, _gaps = scan_paths([str(dump)], as_config(cfg), as_of_ms=1_761_000_005_000 + 3_600_000, engine="local")
     (f,) = [a for a in findings if a["topic"] == "__consumer_offsets"]
     assert (f["partition"], f["producer_id"], f["first_offset"]) == (12, 4001, 7)
     assert f["pending_offset_commits"] == [

@@ -20,6 +20,7 @@ import pytest
 
 from streaming.alerts import REQUIRED_PERMISSION, AlertConfig, abort_commands
 from streaming.broker_confirm import KafkaBrokerConfirm
+from streaming.config import as_config
 from streaming.pinned_lso import PinnedLso
 from streaming.quality.alert_contract import validate_alerts
 from streaming.simulate.encode import encode_batch
@@ -211,7 +212,7 @@ def test_run_once_publishes_the_pinned_lso_finding(spark, tmp_path, release):
                             once_ride_through_ms=0)
         cfg["streaming"].update(checkpoint=str(tmp_path / "ck"))
         cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(tmp_path / "alerts.jsonl"))
-        rc = run_job(cfg, source="kafka", path=None, once=True)
+        rc = run_job(as_config(cfg), source="kafka", path=None, once=True)
     out = read_jsonl(str(tmp_path / "alerts.jsonl"))
     assert rc == 0 and validate_alerts(out).failures == []
     want = "live/orders/0/unknown/2" if release < (2, 8) else "live/orders/0/77/0"

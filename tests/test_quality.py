@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from streaming import quality as Q
-from streaming.config import load
+from streaming.config import as_config, load
 from streaming.events import make_row, spark_schema
 from streaming.quality import validate as validate_cmd
 from streaming.simulate.scenarios import write_scenario
@@ -85,7 +85,7 @@ def test_rules_are_one_definition():
 def test_clean_scenario_passes(spark, logdir, events):
     # txnwatch validate over the log dir: the Spark datasource suite, GX JSON out, exit 0
     out, err = io.StringIO(), io.StringIO()
-    assert Q.run_validate([str(logdir)], load(), as_json=True, spark=spark, out=out, err=err) == 0, err.getvalue()
+    assert Q.run_validate([str(logdir)], as_config(load()), as_json=True, spark=spark, out=out, err=err) == 0, err.getvalue()
     doc = json.loads(out.getvalue())
     assert doc["success"] is True
     assert len(doc["results"]) == len(Q.EVENT_RULES)
@@ -159,13 +159,13 @@ def test_gate_samples_micro_batches(dirty, tmp_path):
 def test_run_validate_failures_and_errors(spark, logdir, dirty, monkeypatch, tmp_path):
     cfg = load()
     out, err = io.StringIO(), io.StringIO()
-    assert Q.run_validate([str(tmp_path / "missing")], cfg, spark=spark, out=out, err=err) == 1
+    assert Q.run_validate([str(tmp_path / "missing")], as_config(cfg), spark=spark, out=out, err=err) == 1
     assert "no such file" in err.getvalue()
 
     df, expected = dirty
     monkeypatch.setattr(validate_cmd, "read_inputs", lambda *_a: df)
     cfg = dict(cfg, quality={"quarantine_path": str(tmp_path / "validate-q.jsonl")})
-    assert Q.run_validate([str(logdir)], cfg, spark=spark, out=out, err=err) == 2, err.getvalue()
+    assert Q.run_validate([str(logdir)], as_config(cfg), spark=spark, out=out, err=err) == 2, err.getvalue()
     text = out.getvalue()
     assert "FAILED" in text
     status = {ln.split()[0]: ln.split()[1] for ln in text.splitlines()
@@ -180,7 +180,7 @@ def test_run_validate_failures_and_errors(spark, logdir, dirty, monkeypatch, tmp
 def test_alert_suite(spark, logdir):
     from streaming.cli import scan_paths
 
-    findings, _gaps = scan_paths([str(logdir)], load(), spark=spark)
+    findings, _gaps = scan_paths([str(logdir)], as_config(load()), spark=spark)
     assert findings and all(a["status"] == "hanging" for a in findings)
     res = Q.validate_alerts(findings)
     assert res.success, [(o.rule, o.examples) for o in res.failed]

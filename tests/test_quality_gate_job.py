@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from streaming.config import load
+from streaming.config import as_config, load
 from streaming.runner import run_job
 from streaming.simulate.encode import encode_batch
 from streaming.simulate.scenarios import write_scenario
@@ -30,7 +30,7 @@ def test_bad_rows_quarantined_while_alerts_still_fire(spark, tmp_path):
     cfg["streaming"]["checkpoint"] = str(tmp_path / "ck")
     cfg["sinks"].update(enabled=["jsonl"], jsonl_path=str(tmp_path / "alerts.jsonl"))
     cfg["quality"].update(enabled=True, engine="pandas", quarantine_path=str(tmp_path / "quarantine.jsonl"))
-    assert run_job(cfg, source="segments", path=str(sc.root), once=True) == 0
+    assert run_job(as_config(cfg), source="segments", path=str(sc.root), once=True) == 0
     alerts = read_jsonl(str(tmp_path / "alerts.jsonl"))
     assert [(a["status"], a["cause"]) for a in alerts] == [("hanging", "write-after-marker")]
     quarantined = [json.loads(line) for line in open(tmp_path / "quarantine.jsonl")]

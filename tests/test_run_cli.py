@@ -12,19 +12,18 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 
 import pytest
 from kafka import KafkaConsumer
 
-from streaming.config import ConfigError, load
+from streaming.config import ConfigError, as_config, load
 from streaming.runner import run_job
 from streaming.simulate.scenarios import write_scenario
 from streaming.sinks.jsonl import read_jsonl
 from tests.conftest import ROOT
 from tests.kafka_fake_broker import FakeKafkaBroker
-from tests.streaming_wait import BatchLog, ProgressLogBatches
+from tests.streaming_wait import BatchLog, ProgressLogBatches, wait_until
 from tests.test_kafka_source import live_scenario
 
 
@@ -76,7 +75,7 @@ def test_run_against_broker_with_all_sinks_and_restart(spark, tmp_path):
             out = io.StringIO()
             rc = {}
             start = len(batches.ids)
-            th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(cfg, source="kafka", path=None,
+            th = threading.Thread(target=lambda: rc.setdefault("rc", run_job(as_config(cfg), source="kafka", path=None,
                                                                                stop_event=stop, console_out=out)))
 
             def check():
@@ -146,22 +145,25 @@ def test_run_subprocess_logs_progress_and_stops_on_sigterm(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--source", "segments", "--path",
                              str(sc.root), "--config", str(conf)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=log, text=True)
+    def alive() -> None:
+        assert proc.poll() is None, (tmp_path / "stderr.log").read_text()[-3000:]
+
     try:
-        deadline = time.monotonic() + 120
-        while not read_jsonl(str(tmp_path / "a.jsonl")) and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.5)
-        assert read_jsonl(str(tmp_path / "a.jsonl")), (tmp_path / "stderr.log").read_text()[-3000:]
+        # a generous deadline: the subprocess's Spark start-up alone took ~60 s on a loaded 2-core box
+        wait_until(lambda: bool(read_jsonl(str(tmp_path / "a.jsonl"))), "the job's first alerts", timeout_s=300,
+                   check=alive)
         # The running job's Prometheus endpoint, scraped over HTTP: the scenario plants exactly one
         # hanging transaction, of cause write-after-marker, and nothing late.
         want = {("txnwatch_hanging_transactions", (("cause", "write-after-marker"), ("cluster", "sub"))): 1.0,
                 ("txnwatch_late_transactions", (("cluster", "sub"),)): 0.0,
                 ("txnwatch_alerts_total", (("cluster", "sub"), ("status", "hanging"))): 1.0}
         seen: dict = {}
-        while time.monotonic() < deadline and proc.poll() is None:
-            seen = scrape_samples(f"http://127.0.0.1:{port}/metrics")
-            if all(seen.get(k) == v for k, v in want.items()):
-                break
-            time.sleep(0.5)
+
+        def scraped() -> bool:
+            seen.update(scrape_samples(f"http://127.0.0.1:{port}/metrics"))
+            return all(seen.get(k) == v for k, v in want.items())
+
+        wait_until(scraped, f"the metrics {want}", timeout_s=60, check=alive)
         assert {k: seen.get(k) for k in want} == want
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=90)

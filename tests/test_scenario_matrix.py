@@ -20,7 +20,7 @@ import pytest
 
 from streaming.alerts import AlertConfig, Enricher
 from streaming.cli import scan_paths
-from streaming.config import engine_config, load
+from streaming.config import as_config, engine_config, load
 from streaming.pipeline import SinkSet, start_query
 from streaming.simulate.scenarios import POSITIVE_SCENARIOS, SCENARIOS, write_scenario
 from tests.conftest import ROOT
@@ -76,7 +76,7 @@ def test_scenario_findings(spark, tmp_path, name):
     sc = write_scenario(name, tmp_path / "logs", seed=11, **params)
     cfg = load(None, env={})
     cfg["cluster"] = "matrix"
-    findings, gaps = scan_paths([str(sc.root)], cfg, as_of_ms=sc.as_of_ms, spark=spark)
+    findings, gaps = scan_paths([str(sc.root)], as_config(cfg), as_of_ms=sc.as_of_ms, spark=spark)
     for f in findings:
         jsonschema.validate(f, SCHEMA)
     assert gaps == []
@@ -130,7 +130,7 @@ def test_issue10_scenarios_over_dump_text(spark, tmp_path, name):
     files.append(str(sc.root / "replication-offset-checkpoint"))
     cfg = load(None, env={})
     cfg["cluster"] = "matrix"
-    findings, gaps = scan_paths(files, cfg, as_of_ms=sc.as_of_ms, spark=spark)
+    findings, gaps = scan_paths(files, as_config(cfg), as_of_ms=sc.as_of_ms, spark=spark)
     assert gaps == []
     extra, want = expected_rows(sc)
     assert sorted((project(f, extra) for f in findings), key=_key) == want
@@ -151,7 +151,7 @@ def test_issue10_scenarios_through_the_streaming_job_in_small_batches(spark, tmp
     ck = tmp_path / "ck"
     opts = {"path": str(sc.root), "cluster": "matrix", "as_of": str(sc.as_of_ms),
             "max_bytes_per_trigger": str(trigger_bytes)}
-    q = start_query(spark, "segments", opts, engine_config(cfg, coordinator_available=True),
+    q = start_query(spark, "segments", opts, engine_config(as_config(cfg), coordinator_available=True),
                     AlertConfig(bootstrap_servers=None), SinkSet(), str(ck), trigger={"availableNow": True})
     q.awaitTermination()
     assert q.exception() is None
@@ -174,7 +174,7 @@ def test_incident_one_segment_and_the_newest_snapshot_dump(spark, tmp_path, gene
     files = [str(tmp_path / "all" / "orders-0.txt")]
     cfg = load(None, env={})
     cfg["cluster"] = "matrix"
-    findings, gaps = scan_paths(files, cfg, as_of_ms=sc.as_of_ms, spark=spark)
+    findings, gaps = scan_paths(files, as_config(cfg), as_of_ms=sc.as_of_ms, spark=spark)
     assert gaps == []
     q, p = sorted(sc.expected, key=lambda e: e["first_offset"])
     got = sorted((f["producer_id"], f["first_offset"], f["status"], f["cause"], f["verified"], f["producer_epoch"],

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming.config import as_config
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -267,7 +268,7 @@ def test_spark_submit_to_standalone_cluster(tmp_path, spark):
     # The same scan in-process (local session): identical alerts, every field.
     cfg = load(None, env={})
     assert cfg["cluster"] == "default"
-    local, _gaps = scan_paths([str(sc.root)], cfg, as_of_ms=sc.as_of_ms, spark=spark)
+    local, _gaps = scan_paths([str(sc.root)], as_config(cfg), as_of_ms=sc.as_of_ms, spark=spark)
     local = [json.loads(json.dumps(a)) for a in local]
     assert remote == local
     # ... and they are the scenario's expected findings.

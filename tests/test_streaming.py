@@ -8,7 +8,7 @@ import pytest
 
 from streaming.alerts import AlertConfig
 from streaming.cli import scan_paths
-from streaming.config import load
+from streaming.config import as_config, load
 from streaming.pipeline import SinkSet, start_query
 from streaming.simulate.cluster_log import ClusterLog
 from streaming.sinks.jsonl import JsonlSink, read_jsonl
@@ -68,6 +68,12 @@ def test_silent_hanging_transaction_fires_from_the_timer(spark, tmp_path):
 
 
 def _restart_scenario(root):
+    """Two healthy producers (ids 1000, 1001), ``late-writer`` (1002) whose write after its COMMIT
+    marker opens a transaction nobody ends (KAFKA-9144: ProducerStateManager starts a transaction
+    at any transactional batch of a producer with none open), and ``stuck`` (1003) whose markers
+    stay pending for 20 minutes, then are written. ``late-writer`` and ``stuck`` share
+    ``__transaction_state-34``, whose newest record (stuck's CompleteCommit) is newer than the late
+    write: the copy is current (detection.md §0). Returns the base offset of the late write."""
     c = ClusterLog(root, T0, coordinator_epoch=5, segment_bytes=4096, seed=3)
     for t in ("orders", "payments"):
         c.create_topic(t, 2)
@@ -84,7 +90,7 @@ def _restart_scenario(root):
             bad.begin()
             bad.send("orders", 1, 2)
             bad.commit()
-            bad.zombie_send("orders", 1, 1)
+            late_offset = bad.zombie_send("orders", 1, 1)
         if step == 8:
             stuck = c.producer("stuck", timeout_ms=60_000)
             stuck.begin()
@@ -94,8 +100,23 @@ def _restart_scenario(root):
             stuck.cluster.write_markers("stuck")  # resolved, well after it became late
         c.advance(2 * MIN)
     c.flush()
-    return c
+    return late_offset
 
+
+def _final_findings(alerts: list[dict]) -> list[tuple]:
+    """What a sequence of published alerts leaves open: the latest alert per key, resolved ones
+    dropped; as (key, status, cause, verified)."""
+    last: dict[str, dict] = {}
+    for a in alerts:
+        last[a["key"]] = a
+    return sorted((k, a["status"], a["cause"], a["verified"]) for k, a in last.items() if a["status"] != "resolved")
+
+
+def _restart_truth(late_offset: int) -> list[tuple]:
+    """The one finding at the end of :func:`_restart_scenario` (written by hand): producer 1002's
+    late write on orders-1 is hanging, write-after-marker, verified (the whole log dir is read and
+    its coordinator copy is current); ``stuck``'s markers were written, so it is resolved."""
+    return [(f"t/orders/1/1002/{late_offset}", "hanging", "write-after-marker", True)]
 
 def _alive(q) -> None:
     assert q.isActive, f"query stopped: {q.exception()}"
@@ -103,10 +124,11 @@ def _alive(q) -> None:
 
 def test_restart_from_checkpoint_gives_the_same_alerts(spark, tmp_path):
     opts = {"max_bytes_per_trigger": "1500"}
-    _restart_scenario(tmp_path / "u")
+    late_offset = _restart_scenario(tmp_path / "u")
     whole, _ = run_once(spark, tmp_path / "u", tmp_path / "ck-u", options=opts)
     assert {(a["status"], a["cause"]) for a in whole} >= {("hanging", "write-after-marker"),
                                                           ("late", "markers-pending"), ("resolved", None)}
+    assert _final_findings(whole) == _restart_truth(late_offset)
 
     _restart_scenario(tmp_path / "r")
     jsonl = tmp_path / "r-alerts.jsonl"
@@ -139,14 +161,15 @@ def test_restart_from_checkpoint_gives_the_same_alerts(spark, tmp_path):
     strip = ("input",)
     assert [{k: v for k, v in a.items() if k not in strip} for a in resumed] == \
         [{k: v for k, v in a.items() if k not in strip} for a in whole]
+    assert _final_findings(resumed) == _restart_truth(late_offset)
 
 
 def test_scan_and_streaming_give_identical_alerts(spark, tmp_path):
-    _restart_scenario(tmp_path / "s")
+    late_offset = _restart_scenario(tmp_path / "s")
     cfg = load(None, env={})
     cfg["cluster"] = "t"
     cfg["kafka"]["bootstrap_servers"] = "k:9092"
-    findings, _ = scan_paths([str(tmp_path / "s")], cfg, spark=spark)
+    findings, _ = scan_paths([str(tmp_path / "s")], as_config(cfg), spark=spark)
     streamed, _ = run_once(spark, tmp_path / "s", tmp_path / "ck")
     active = {}
     for a in streamed:
@@ -155,7 +178,8 @@ def test_scan_and_streaming_give_identical_alerts(spark, tmp_path):
         else:
             active[a["key"]] = a
     assert sorted(active.values(), key=lambda a: a["key"]) == sorted(findings, key=lambda a: a["key"])
-    assert findings
+    assert _final_findings(findings) == _restart_truth(late_offset)
+    assert _final_findings(streamed) == _restart_truth(late_offset)
 
 
 def test_batch_published_before_its_commit_is_replayed_without_publishing(spark, tmp_path):

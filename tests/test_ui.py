@@ -11,11 +11,10 @@ import urllib.request
 
 import pytest
 
-from streaming.config import ConfigError, as_config, load
+from streaming.config import ConfigError, UiConfig, as_config, interval_seconds, load
 from streaming.ui import render, serve_for_job
 from streaming.ui.feeds import JsonlTail
 from streaming.ui.server import UIServer
-from streaming.ui.settings import UISettings, interval_seconds
 from streaming.ui.store import DAY_MS, FindingStore, decode_key, encode_key
 
 T0 = 1_700_000_000_000
@@ -240,7 +239,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 def test_server_routes_headers_and_read_only():
     s = FindingStore(mode="feed", wall=Clock())
     s.ingest(alert("hanging"))
-    with UIServer(s, UISettings(port=0)) as srv:
+    with UIServer(s, UiConfig(port=0)) as srv:
         assert srv.settings.bind == "127.0.0.1" and srv.url.startswith("http://127.0.0.1:")
         code, hdrs, body = _get(srv.url)
         assert code == 200 and "orders-0" in body
@@ -263,7 +262,7 @@ def test_server_routes_headers_and_read_only():
 
 def test_basic_auth_and_token():
     s = FindingStore(mode="feed", wall=Clock())
-    with UIServer(s, UISettings(port=0, basic_user="ops", basic_password="pw1", token="tok-123")) as srv:
+    with UIServer(s, UiConfig(port=0, basic_user="ops", basic_password="pw1", token="tok-123")) as srv:
         assert _get(srv.url)[0] == 401
         assert _get(srv.url + "healthz")[0] == 200
         good = base64.b64encode(b"ops:pw1").decode()
@@ -330,7 +329,7 @@ def test_run_ui_serves_an_alerts_file(tmp_path):
     cfg = load(None, env={})
     cfg["ui"]["port"] = 0
     stop, ready = threading.Event(), []
-    th = threading.Thread(target=run_ui, args=(cfg,), kwargs=dict(alerts_path=str(path), stop_event=stop,
+    th = threading.Thread(target=run_ui, args=(as_config(cfg),), kwargs=dict(alerts_path=str(path), stop_event=stop,
                                                                   on_ready=ready.append))
     th.start()
     try:
@@ -353,19 +352,22 @@ def test_run_ui_serves_an_alerts_file(tmp_path):
 
 def test_settings():
     cfg = load(None, env={"TXNWATCH_UI_TOKEN": "t0k", "TXNWATCH_UI_ENABLED": "true"})
-    s = _settings(cfg)
+    s = as_config(cfg).ui
     assert (s.enabled, s.bind, s.port, s.token, s.auth_required) == (True, "127.0.0.1", 9465, "t0k", True)
-    assert s.stale_after_s == 30.0  # 3 x "10 seconds" (the floor is 30 s)
+    assert _stale(cfg) == 30.0  # 3 x "10 seconds" (the floor is 30 s)
     cfg["streaming"]["trigger_interval"] = "1 minute"
-    assert _settings(cfg).stale_after_s == 180.0
+    assert _stale(cfg) == 180.0
     cfg["ui"]["stale_after_s"] = 7
-    assert _settings(cfg).stale_after_s == 7.0
+    assert _stale(cfg) == 7.0
     assert interval_seconds("500 milliseconds") == 0.5 and interval_seconds("2 seconds") == 2.0
     with pytest.raises(ConfigError, match="trigger_interval"):
         interval_seconds("soon")
     cfg["ui"]["basic_user"] = "ops"
     with pytest.raises(ConfigError, match="basic_user and ui.basic_password"):
-        _settings(cfg)
+        as_config(cfg)
+    cfg["ui"].update(basic_user="", port=70000)
+    with pytest.raises(ConfigError, match="ui.port: expected 0-65535"):
+        as_config(cfg)
     assert "t0k" not in repr(s)
 
 
@@ -414,9 +416,9 @@ def test_port_in_use_is_a_config_error():
             serve_for_job(as_config(cfg).ui, as_config(cfg).streaming, [], source="x")
 
 
-def _settings(cfg):
+def _stale(cfg) -> float:
     c = as_config(cfg)
-    return UISettings.from_config(c.ui, c.streaming)
+    return c.ui.stale_limit_s(c.streaming.trigger_interval)
 
 
 def test_unverified_reasons_on_overview_and_finding_page():

@@ -4,8 +4,10 @@ The first test serves the page from a running ``txnwatch run --source kafka`` ag
 fake and checks what an operator relies on: every open finding listed with the right fields,
 the copy button puts the exact command on the clipboard, the finding page shows its evidence, a
 resolved finding leaves the open list without a page reload, and the stale banner appears when
-the job stops. The others feed the store directly and write the screenshots linked from
-docs/runbook.md (docs/ui/*.png): empty, busy (200 open findings) and an outage.
+the job stops. The others feed the store directly and take the screenshots linked from
+docs/runbook.md: empty, busy (200 open findings) and an outage. They are written to a temporary
+directory (a test run never rewrites the tracked docs/ui/*.png); ``TXNWATCH_UPDATE_SCREENSHOTS=1``
+writes them into docs/ui to refresh the runbook's pictures.
 """
 
 from __future__ import annotations
@@ -19,13 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from streaming.config import load
+from streaming.config import UiConfig, as_config, load
 from streaming.runner import run_job
 from streaming.simulate.cluster_log import ClusterLog
 from streaming.simulate.scenarios import AGE_MS
 from streaming.sinks.jsonl import read_jsonl
 from streaming.ui.server import UIServer
-from streaming.ui.settings import UISettings
 from streaming.ui.store import FindingStore
 from tests.conftest import ROOT
 from tests.kafka_fake_broker import FakeKafkaBroker, build_control_batch
@@ -169,7 +170,7 @@ def test_page_over_a_running_job(spark, tmp_path):
         stop = threading.Event()
         result: dict[str, int] = {}
         job = threading.Thread(target=lambda: result.setdefault(
-            "rc", run_job(cfg, source="kafka", path=None, stop_event=stop)))
+            "rc", run_job(as_config(cfg), source="kafka", path=None, stop_event=stop)))
         job.start()
         url = f"http://127.0.0.1:{port}/"
         try:
@@ -280,7 +281,7 @@ def test_screenshot_empty():
     clock = Clock(now / 1000)
     store = FindingStore(mode="job", source="txnwatch-prod (kafka-txn)", stale_after_s=30, wall=clock)
     store.observe_batch(412, batch_stats(now, [], positions(6)))
-    with UIServer(store, UISettings(port=0)) as srv, chromium(1440, 1000) as d:
+    with UIServer(store, UiConfig(port=0)) as srv, chromium(1440, 1000) as d:
         d.get(srv.url)
         assert d.find_element(By.ID, "count-hanging").text == "0"
         assert not d.find_element(By.ID, "stale-banner").is_displayed()
@@ -297,7 +298,7 @@ def test_screenshot_busy_200_open_findings():
     store = FindingStore(mode="job", source="txnwatch-prod (kafka-txn)", stale_after_s=30, wall=clock)
     findings = busy_findings(200, now)
     store.observe_batch(412, batch_stats(now, findings, with_facts(positions(50), findings)))
-    with UIServer(store, UISettings(port=0)) as srv, chromium(1440, 1200) as d:
+    with UIServer(store, UiConfig(port=0)) as srv, chromium(1440, 1200) as d:
         d.get(srv.url)
         assert len(d.find_elements(By.CSS_SELECTOR, "tr.finding")) == 200
         assert [d.find_element(By.ID, f"count-{g}").text for g in ("hanging", "late", "unverified")] == \
@@ -324,7 +325,7 @@ def test_screenshot_outage_and_time_based_stale_banner():
     store.observe_batch(412, dict(batch_stats(now, findings, with_facts(positions(50), findings)),
                                   alerts=down + findings))
     clock.t += 240  # four minutes without a micro-batch
-    with UIServer(store, UISettings(port=0)) as srv, chromium(1440, 1000) as d:
+    with UIServer(store, UiConfig(port=0)) as srv, chromium(1440, 1000) as d:
         d.get(srv.url)
         banner = d.find_element(By.ID, "stale-banner")
         assert banner.is_displayed() and "no micro-batch for 240 s" in banner.text

@@ -119,7 +119,7 @@ def judged(monkeypatch):
 def scan(paths, as_of=None, **kw):
     cfg = load(None, env={})
     cfg["cluster"] = "proof"
-    return scan_paths([str(p) for p in paths], cfg, as_of_ms=as_of, engine="local", **kw)
+    return scan_paths([str(p) for p in paths], as_config(cfg), as_of_ms=as_of, engine="local", **kw)
 
 
 def brief(findings, judged):

@@ -17,7 +17,7 @@ import random
 import pytest
 
 from streaming.cli import scan_paths
-from streaming.config import load
+from streaming.config import as_config, load
 from streaming.simulate.cluster_log import ClusterLog
 from streaming.simulate.scenarios import AGE_MS
 
@@ -85,7 +85,7 @@ def log_dir(tmp_path_factory):
 def _scan(paths, as_of):
     cfg = load(None, env={})
     cfg["cluster"] = "subsets"
-    findings, _gaps = scan_paths([str(p) for p in paths], cfg, as_of_ms=as_of, engine="local")
+    findings, _gaps = scan_paths([str(p) for p in paths], as_config(cfg), as_of_ms=as_of, engine="local")
     return {f["key"]: f for f in findings}
 
 

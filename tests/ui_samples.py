@@ -68,6 +68,6 @@ def with_facts(parts: dict[str, dict], findings: list[dict]) -> dict[str, dict]:
 
 def batch_stats(now: int, findings: list[dict], parts: dict[str, dict]) -> dict:
     """``on_batch`` stats of one micro-batch that published ``findings``
-    (streaming.pipeline.make_batch_writer)."""
+    (streaming.microbatch.BatchWriter)."""
     return {"alerts": findings, "open_alerts": {a["key"]: {"status": a["status"], "alert": a} for a in findings},
             "partitions": parts, "rows": 18_432, "progress": 153, "gaps": [], "now_ms": now, "duration_s": 1.84}

@@ -1,20 +1,11 @@
 """WriteTxnMarkers (ABORT) to the partition leader, as Kafka's ``Admin.abortTransaction`` sends it.
 
-Request (``AbortTransactionHandler.buildBatchedRequest``, 3.0 → trunk): one marker with the
-producer id, producer epoch, coordinator epoch, ``TransactionResult = false`` (ABORT) and one
-topic with one partition index, sent to the partition's leader. The version is the highest both
-sides support (v0 before 2.8, v1 flexible from 2.8, v2 from 4.2 with KIP-1228's per-marker
-``TransactionVersion``). On v2 the field is sent as 0, its default, exactly like the admin client,
-which never sets it: the leader then applies the legacy epoch rule ``markerEpoch <
-entry.producerEpoch`` -> INVALID_PRODUCER_EPOCH (``ProducerAppendInfo.checkProducerEpoch``).
-Marking it 2 would demand an epoch strictly above the producer's (the coordinator's TV2 bump,
-KIP-890) and raise the producer's epoch at the leader, fencing a producer that is still alive.
-
-Response (``AbortTransactionHandler.handleResponse``): exactly one marker result for the producer
-id, one topic, one partition, else the answer is rejected. Errors are explained with the next
-step (``handleError``); NOT_LEADER_OR_FOLLOWER and friends are not retried here (the admin client
-re-finds the leader and retries): the leader moved, so the re-check is redone from the start by
-running the command again.
+The request, its version and the shape check of the answer are the Kafka client's
+(:mod:`streaming.sources.kafka_client.write_txn_markers`: API key 27, v0-v2, fields and
+``TransactionVersion = 0`` explained there). Here: the answer in words with the next step
+(``AbortTransactionHandler.handleError``); NOT_LEADER_OR_FOLLOWER and friends are not retried
+(the admin client re-finds the leader and retries): the leader moved, so the re-check is redone
+from the start by running the command again.
 """
 
 from __future__ import annotations
@@ -25,6 +16,11 @@ from typing import Any
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
 
 from streaming.abort.plan import AbortSpec
+from streaming.sources.kafka_client.write_txn_markers import (
+    abort_marker_request,
+    partition_error,
+    write_markers,
+)
 from streaming.sources.kafka_wire import error_name
 
 # org.apache.kafka.common.protocol.Errors
@@ -56,12 +52,9 @@ class MarkerAnswer:
 
 
 def abort_request(spec: AbortSpec) -> WriteTxnMarkersRequest:
-    Marker = WriteTxnMarkersRequest.WritableTxnMarker
-    Topic = Marker.WritableTxnMarkerTopic
-    marker = Marker(producer_id=spec.producer_id, producer_epoch=spec.producer_epoch, transaction_result=False,
-                    topics=[Topic(name=spec.topic, partition_indexes=[spec.partition])],
-                    coordinator_epoch=spec.coordinator_epoch, transaction_version=0)
-    return WriteTxnMarkersRequest(markers=[marker], max_version=2)
+    """The ABORT marker the re-checked ``spec`` calls for."""
+    return abort_marker_request(spec.producer_id, spec.producer_epoch, spec.coordinator_epoch, spec.topic,
+                                spec.partition)
 
 
 def required_acl(broker_version: tuple[int, ...] | None) -> str:
@@ -104,23 +97,13 @@ def send_abort(wire: Any, leader: int, spec: AbortSpec, *, principal: str | None
     """Send the marker to ``leader`` and check the answer's shape as ``AbortTransactionHandler``
     does. Raises ``KafkaWireError`` on connection failures (the caller reports them)."""
     request = abort_request(spec)
-    # KafkaWire's own coroutine runner and connection (private to it: kept here rather than a new
-    # public KafkaWire method so that the wire module stays untouched by the abort).
-
-    async def go():
-        return await wire._send(leader, request)
-
-    response = wire._run(go)
+    response = write_markers(wire, leader, request)
     version = request.API_VERSION
-    markers = list(response.markers)
-    tp = f"{spec.topic}-{spec.partition}"
-    if len(markers) != 1 or markers[0].producer_id != spec.producer_id or len(markers[0].topics) != 1 \
-            or markers[0].topics[0].name != spec.topic or len(markers[0].topics[0].partitions) != 1 \
-            or markers[0].topics[0].partitions[0].partition_index != spec.partition:
+    code = partition_error(response, spec.producer_id, spec.topic, spec.partition)
+    if code is None:
         return MarkerAnswer(version, -1, "UNEXPECTED_RESPONSE",
                             f"the WriteTxnMarkers answer does not hold exactly one entry for producer "
-                            f"{spec.producer_id} on {tp}: {response}")
-    code = markers[0].topics[0].partitions[0].error_code
+                            f"{spec.producer_id} on {spec.topic}-{spec.partition}: {response}")
     if code == NONE:
         return MarkerAnswer(version, NONE, "NONE")
     return MarkerAnswer(version, code, error_name(code), explain(

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
 from typing import Any
 
-from streaming.config import Config, as_config
+from streaming.config import Config
 from streaming.quality.gate import quarantine_sink
 from streaming.quality.gx import validate_events
 from streaming.quality.result import QualityResult, json_value
@@ -59,7 +58,7 @@ def format_report(result: QualityResult, out: Any = None) -> None:
             out.write(f"  ... {len(result.failures) - 20} more\n")
 
 
-def run_validate(paths: list[str], cfg: Config | Mapping[str, Any], as_json: bool = False, *, spark: Any = None,
+def run_validate(paths: list[str], cfg: Config, as_json: bool = False, *, spark: Any = None,
                  out: Any = None, err: Any = None) -> int:
     """``txnwatch validate``: run the event suite over log directories (and dump files when the
     dumps source exists). Exit 0 when every expectation passes, 2 when some fail, 1 on error.
@@ -67,17 +66,16 @@ def run_validate(paths: list[str], cfg: Config | Mapping[str, Any], as_json: boo
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        cfg = as_config(cfg)
         if not paths:
             raise ValueError("give at least one log directory")
         for p in paths:
             if not os.path.exists(p):
                 raise ValueError(f"{p}: no such file or directory")
         if spark is None:
+            from streaming.config import spark_conf
             from streaming.pipeline import spark_session
 
-            spark = spark_session(master=cfg.streaming.master,
-                                  conf={"spark.sql.shuffle.partitions": str(cfg.streaming.shuffle_partitions)})
+            spark = spark_session(master=cfg.streaming.master, conf=spark_conf(cfg.streaming))
         df = read_inputs(spark, list(paths), cfg.cluster).persist()
         result = validate_events(df, result_format="SUMMARY")
         gaps = [] if as_json else [r.asDict() for r in df.where("kind = 'gap'").select(

@@ -1,22 +1,53 @@
-"""Simulated Kafka clients: idempotent and transactional producers writing through a ClusterLog."""
+"""Simulated Kafka clients: idempotent and transactional producers writing through a cluster.
+
+The producers talk to the cluster only through :class:`Cluster`, the broker- and coordinator-side
+calls a client's requests reach; :class:`~streaming.simulate.cluster_log.ClusterLog` implements it.
+The cluster creates producers, producers never name the cluster's class: imports run one way.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from streaming.simulate.broker_state import ScenarioError, TxnMeta, wrap_seq
+from streaming.simulate.broker_state import BatchInfo, ScenarioError, TxnMeta, wrap_seq
 from streaming.simulate.encode import ABORT, COMMIT
 
-if TYPE_CHECKING:
-    from streaming.simulate.cluster_log import ClusterLog
+
+class Cluster(Protocol):
+    """What a producer's requests reach: the partition leader (Produce), the transaction
+    coordinator (InitProducerId, AddPartitionsToTxn, EndTxn, expiration) and the cluster clock."""
+
+    now_ms: int
+    partition_verification: bool
+
+    def append_data(self, topic: str, partition: int, n_records: int, *, producer_id: int = -1,
+                    producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
+                    compressed: bool = False, value_size: int | None = None,
+                    keys: list[bytes] | None = None, clock_skew_ms: int = 0) -> BatchInfo: ...
+
+    def coordinator_epoch(self, txn_partition: int) -> int: ...
+
+    def txn_metadata(self, transactional_id: str) -> TxnMeta | None: ...
+
+    def producer(self, transactional_id: str, tv: int = 0, *, timeout_ms: int = 60_000,
+                 clock_skew_ms: int = 0, initial_epoch: int = 0) -> TransactionalProducer: ...
+
+    def expire(self, *transactional_ids: str, force: bool = False) -> None: ...
+
+    def _init_existing(self, meta: TxnMeta) -> None: ...
+
+    def _add_partitions(self, meta: TxnMeta, tps: Iterable[tuple[str, int]]) -> None: ...
+
+    def _end(self, meta: TxnMeta, result: int, *, fence: bool = False,
+             markers: Iterable[tuple[str, int]] | None = None) -> None: ...
 
 
 class IdempotentProducer:
     """Idempotent, non-transactional producer: batches with a producer id, epoch 0 and sequences,
     attribute bit 4 clear."""
 
-    def __init__(self, cluster: ClusterLog, producer_id: int):
+    def __init__(self, cluster: Cluster, producer_id: int):
         self.cluster = cluster
         self.producer_id = producer_id
         self.producer_epoch = 0
@@ -39,7 +70,7 @@ class IdempotentProducer:
 
 
 class TransactionalProducer:
-    """One producer *instance* with a transactional id (create with :meth:`ClusterLog.producer`).
+    """One producer *instance* with a transactional id (create with ``ClusterLog.producer``).
 
     Client API: :meth:`begin`, :meth:`send`, :meth:`commit`, :meth:`abort`. Coordinator-side
     events: :meth:`timeout_abort`, :meth:`fence` (a new instance), :meth:`expire`. Fault hooks:
@@ -48,7 +79,7 @@ class TransactionalProducer:
     ``commit(markers=[...])`` / ``commit(markers=[])`` (markers pending after Prepare*).
     """
 
-    def __init__(self, cluster: ClusterLog, meta: TxnMeta, clock_skew_ms: int = 0):
+    def __init__(self, cluster: Cluster, meta: TxnMeta, clock_skew_ms: int = 0):
         self.cluster = cluster
         self.meta = meta
         self.transactional_id = meta.transactional_id
@@ -77,7 +108,7 @@ class TransactionalProducer:
             raise ScenarioError(
                 f"{self.transactional_id}: producer {self.producer_id}/{self.producer_epoch} is fenced"
             )
-        if self.cluster._txn.get(self.transactional_id) is not self.meta:
+        if self.cluster.txn_metadata(self.transactional_id) is not self.meta:
             raise ScenarioError(f"{self.transactional_id}: transactional id no longer exists")
 
     def _sync_from_meta(self) -> None:
@@ -172,7 +203,7 @@ class TransactionalProducer:
         """``commitTransaction()``: EndTxn(commit) → PrepareCommit, COMMIT markers, CompleteCommit.
 
         ``markers``: write markers only to these partitions (``[]`` = none): the rest stay
-        pending and the coordinator remains in PrepareCommit until :meth:`ClusterLog.write_markers`.
+        pending and the coordinator remains in PrepareCommit until ``ClusterLog.write_markers``.
         """
         self._end(COMMIT, markers)
 
@@ -216,7 +247,7 @@ class TransactionalProducer:
     def reinit(self) -> None:
         """The same instance calls InitProducerId again (after a timeout abort or an abortable
         error): the epoch is bumped once more (E+2 after a timeout abort)."""
-        if self.cluster._txn.get(self.transactional_id) is not self.meta:
+        if self.cluster.txn_metadata(self.transactional_id) is not self.meta:
             raise ScenarioError("transactional id no longer exists")
         self.cluster._init_existing(self.meta)
         self.fenced = False

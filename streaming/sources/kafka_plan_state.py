@@ -45,22 +45,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(slots=True)
 class Position:
     """Where reading a partition goes on: JSON ``[next offset, read from log start]``."""
 
     next: int
     from_log_start: bool
 
-    def to_json(self) -> list:
-        return [self.next, self.from_log_start]
 
-    @classmethod
-    def from_json(cls, v: list) -> Position:
-        return cls(int(v[0]), v[1])
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Seen:
     """A partition's ListOffsets answer as planned: JSON ``[hw, lso, log start, leader]``
     (``None`` for an LSO or log start the broker did not give)."""
@@ -70,15 +63,8 @@ class Seen:
     log_start: int | None
     leader: int
 
-    def to_json(self) -> list:
-        return [self.high_watermark, self.lso, self.log_start, self.leader]
 
-    @classmethod
-    def from_json(cls, v: list) -> Seen:
-        return cls(v[0], v[1], v[2], v[3])
-
-
-@dataclass
+@dataclass(slots=True)
 class PartitionDown:
     """A partition that could not be planned: the error, the first plan that found it down
     (wall ms), how many plans in a row did, and when it is asked again (doubling backoff)."""
@@ -96,7 +82,7 @@ class PartitionDown:
         return cls(v["error"], v["since"], v["tries"], v["retry_at"])
 
 
-@dataclass
+@dataclass(slots=True)
 class Reset:
     """A partition whose log went backwards (or a topic created again): read again from
     ``restart``; ``first``/``last`` are the offsets its gap row names (see ``plan_reset``)."""
@@ -116,7 +102,7 @@ class Reset:
         return cls(v["restart"], v["from_log_start"], v["first"], v["last"], v["reason"])
 
 
-@dataclass
+@dataclass(slots=True)
 class ProbeMemo:
     """Probe mode, one data partition: the LSO last probed, the end of the window read there,
     the producer id, first offset and first timestamp of the transaction found at it (``pid``
@@ -141,7 +127,7 @@ class ProbeMemo:
         return cls(v["lso"], v.get("end"), v.get("pid"), v.get("first"), v.get("first_ts"), v.get("follow"))
 
 
-@dataclass
+@dataclass(slots=True)
 class ProbeRead:
     """Probe mode: a range to read now, ``[start, end)``; ``window``: it starts at the LSO (a
     window, not a continuation of earlier reads); ``note``: why the window holds no transaction.
@@ -168,7 +154,7 @@ def _out(d: dict) -> dict:
     return {k: v.to_json() for k, v in d.items()}
 
 
-@dataclass
+@dataclass(slots=True)
 class PlanState:
     """One plan of the kafka source (see the module docstring for what each field is and why it
     survives a restart). ``planned`` is None for the initial offsets (``initialOffset``), whose
@@ -202,13 +188,15 @@ class PlanState:
 
     def to_json(self) -> dict[str, Any]:
         """The offsets dict Spark writes to its offset log."""
-        out: dict[str, Any] = {"parts": _out(self.parts), "clock": self.clock}
+        out: dict[str, Any] = {"parts": {k: [v.next, v.from_log_start] for k, v in self.parts.items()},
+                               "clock": self.clock}
         if self.initial:
             out["unavail"] = _out(self.unavail)
             return out
         out.update({"planned": self.planned, "ids": dict(self.ids), "resets": _out(self.resets),
                     "unavail": _out(self.unavail), "dropped": dict(self.dropped), "gone": dict(self.gone),
-                    "starts": dict(self.starts), "seen": _out(self.seen), "behind": dict(self.behind),
+                    "starts": dict(self.starts),
+                    "seen": {k: [v.high_watermark, v.lso, v.log_start, v.leader] for k, v in self.seen.items()}, "behind": dict(self.behind),
                     "rereads": dict(self.rereads), "unread_seen": self.unread_seen, "lagging": list(self.lagging),
                     "txn_n": self.txn_n})
         if self.probe is not None:
@@ -221,9 +209,10 @@ class PlanState:
         """Read an offsets dict back (from Spark, or from a checkpoint written by an earlier
         version: a missing key is an empty field)."""
         return cls(
-            parts=_map(d.get("parts"), Position.from_json), clock=d.get("clock", -1),
+            # parts and seen hold one entry per partition: built inline (hundreds of thousands)
+            parts={k: Position(v[0], v[1]) for k, v in (d.get("parts") or {}).items()}, clock=d.get("clock", -1),
             unavail=_map(d.get("unavail"), PartitionDown.from_json), ids=dict(d.get("ids") or {}),
-            gone=dict(d.get("gone") or {}), seen=_map(d.get("seen"), Seen.from_json),
+            gone=dict(d.get("gone") or {}), seen={k: Seen(*v) for k, v in (d.get("seen") or {}).items()},
             behind=dict(d.get("behind") or {}), unread_seen=d.get("unread_seen", -1),
             probe=_map(d["probe"], ProbeMemo.from_json) if "probe" in d else None,
             planned=d.get("planned"), resets=_map(d.get("resets"), Reset.from_json),
@@ -234,7 +223,7 @@ class PlanState:
             emit=list(d.get("emit") or []))
 
 
-@dataclass
+@dataclass(slots=True)
 class ClusterAvailability:
     """Whether any broker answers, as this driver has seen it (memory only: see the module).
     ``down_since`` is the wall ms of the first plan in a row that no broker answered (None: the

@@ -47,6 +47,8 @@ from streaming.sources.kafka_wire import KafkaAuthorizationError, KafkaUnavailab
 from udfs.record_batch import scan_batches
 
 log = logging.getLogger(__name__)
+# The error of every partition while no broker answers Metadata (gap reason "unavailable: ...").
+NO_BROKER_ANSWERED = "no broker answered"
 
 # (topic, partition, key, ListOffsets answer) of a data partition left to the probe stages
 ProbeTodo = tuple[str, int, str, Any]
@@ -158,8 +160,9 @@ class KafkaPlanner:
     # -- one plan -------------------------------------------------------------------------------
 
     def plan(self, start: PlanState) -> PlanState:
-        """The next plan after ``start``. Returns ``start`` itself (Spark then runs no micro-batch)
-        when no broker answers, until ``unavailable_timeout_ms`` has passed (then raises)."""
+        """The next plan after ``start``. When no broker answers, a plan with every partition
+        unavailable (:meth:`_all_unavailable`), until ``unavailable_timeout_ms`` has passed (then
+        raises)."""
         now = int(time.time() * 1000)
         was_down = start.unavail
         try:
@@ -169,7 +172,7 @@ class KafkaPlanner:
             offs, down = self._offsets_settled(ask, start.parts, start.ids)
         except KafkaUnavailable as exc:
             self._cluster_down(exc, now)
-            return start
+            return self._all_unavailable(start, now)
         self.cluster.up()
         if down:
             self._ride_through(offs, down)
@@ -316,7 +319,8 @@ class KafkaPlanner:
         Metadata request, whatever AllowAutoTopicCreation says (``KafkaApis.getTopicMetadata`` ->
         ``createInternalTopic``; KAFKA-9751 moved creation to the controller in 2.8), and an
         all-topics request never creates anything. A cluster without it has never had a
-        transactional producer (the first InitProducerId with a transactional id creates it): the
+        transactional producer (a producer's first FindCoordinator for its transactional id creates it,
+        ``KafkaApis.getCoordinator``, before its InitProducerId): the
         data partitions are watched all the same, and the next listing finds it once it exists."""
         listed = w.partitions(None, None, True)
         self._listed_all = listed  # reused by _offsets_partitions: one all-topics listing per discovery
@@ -572,6 +576,22 @@ class KafkaPlanner:
         tries = (prev.tries if prev else 0) + 1
         backoff = min(self.opts["retry_backoff_ms"] * 2 ** (tries - 1), self.opts["unavailable_backoff_max_ms"])
         return PartitionDown(error, prev.since if prev else now, tries, now + backoff)
+
+    def _all_unavailable(self, start: PlanState, now: int) -> PlanState:
+        """The plan while no broker answers: every partition known so far is unavailable (its gap
+        row "unavailable: no broker answered", no progress row, no read), so the job's availability
+        records, progress line and metrics show the outage instead of running no micro-batch at
+        all. Offsets, the clock and what plans carry (ids, deleted topics, unread rest, probe memo)
+        stay as they were; nothing of the previous plan's one-off work (resets, rereads, drops,
+        probe reads) repeats. Every partition is asked again at the next trigger: the whole cluster
+        is asked anyway."""
+        unavail = {k: replace(self._still_down(start.unavail.get(k), NO_BROKER_ANSWERED, now), retry_at=now)
+                   for k in sorted(set(start.parts) | set(start.unavail))}
+        return PlanState(parts={k: Position(v.next, v.from_log_start) for k, v in start.parts.items()},
+                         clock=start.clock, unavail=unavail, ids=dict(start.ids), gone=dict(start.gone),
+                         seen=dict(start.seen), behind=dict(start.behind), unread_seen=start.unread_seen,
+                         probe=dict(start.probe) if start.probe is not None else None, planned=now,
+                         txn_n=start.txn_n)
 
     def _cluster_down(self, exc: KafkaUnavailable, now: int) -> None:
         """No broker answered: fine for ``unavailable_timeout_ms``, then one clear error."""

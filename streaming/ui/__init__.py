@@ -23,20 +23,18 @@ def serve_for_job(ui: UiConfig, streaming: StreamingConfig, on_batch: list, *, s
     """Start the page for a running job when ``[ui] enabled``; registers the store's
     ``observe_batch`` in ``on_batch`` (and, with ``audit_path``, a read of the ``txnwatch abort``
     audit file on every micro-batch). Returns the :class:`~streaming.ui.server.UIServer` or None."""
-    from streaming.ui.settings import UISettings
-
-    settings = UISettings.from_config(ui, streaming)
-    if not settings.enabled:
+    stale_after_s = ui.stale_limit_s(streaming.trigger_interval)  # checked even when the page is off
+    if not ui.enabled:
         return None
     from streaming.config import ConfigError
     from streaming.ui.server import UIServer
     from streaming.ui.store import FindingStore
 
-    store = FindingStore(mode="job", source=source, stale_after_s=settings.stale_after_s)
+    store = FindingStore(mode="job", source=source, stale_after_s=stale_after_s)
     try:
-        server = UIServer(store, settings)
+        server = UIServer(store, ui)
     except OSError as exc:
-        raise ConfigError(f"ui.port/ui.bind: cannot listen on {settings.bind}:{settings.port}: "
+        raise ConfigError(f"ui.port/ui.bind: cannot listen on {ui.bind}:{ui.port}: "
                           f"{exc.strerror or exc}") from None
     on_batch.append(store.observe_batch)
     if audit_path:

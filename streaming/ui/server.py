@@ -32,8 +32,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from streaming.config import UiConfig
 from streaming.ui import render
-from streaming.ui.settings import UISettings
 from streaming.ui.store import FindingStore, decode_key
 
 log = logging.getLogger("txnwatch")
@@ -195,7 +195,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, addr: tuple[str, int], store: FindingStore, settings: UISettings) -> None:
+    def __init__(self, addr: tuple[str, int], store: FindingStore, settings: UiConfig) -> None:
         self.store = store
         self.settings = settings
         self.static = _static_files()
@@ -207,7 +207,7 @@ class _Server(ThreadingHTTPServer):
 class UIServer:
     """Serve ``store`` on ``settings.bind:settings.port`` (``port=0`` picks a free one; ``.port``)."""
 
-    def __init__(self, store: FindingStore, settings: UISettings) -> None:
+    def __init__(self, store: FindingStore, settings: UiConfig) -> None:
         self.store = store
         self.settings = settings
         self._server = _Server((settings.bind, settings.port), store, settings)

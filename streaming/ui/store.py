@@ -3,8 +3,8 @@
 Three feeds use the same :class:`FindingStore`:
 
 * the running job: :meth:`FindingStore.observe_batch` is an ``on_batch`` callback of
-  :class:`streaming.pipeline.SinkSet`; it reads the micro-batch ``stats`` of
-  ``pipeline.make_batch_writer`` (``alerts`` published, ``open_alerts`` = the enricher's open set,
+  :class:`streaming.microbatch.SinkSet`; it reads the micro-batch ``stats`` of
+  ``microbatch.BatchWriter`` (``alerts`` published, ``open_alerts`` = the enricher's open set,
   ``partitions`` = latest high watermark / LSO / log start per partition, ``open_transactions``,
   ``gaps``, ``rows``, ``progress``, ``now_ms`` = the job's event-time clock, ``duration_s``);
 * ``txnwatch ui --alerts FILE`` and ``--config CFG``: :meth:`FindingStore.ingest` per alert

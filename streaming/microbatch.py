@@ -1,0 +1,371 @@
+"""The one micro-batch loop: the Spark job, the in-process engine and every test harness run it.
+
+One micro-batch, in this order, whatever the engine:
+
+1. **events**: the rows the source planned and read for the batch (Spark: the streaming
+   DataFrame; in process: the source's reader, called by the caller of :class:`LocalLoop`).
+2. **state**: per ``route_pid``, :func:`state_rows` — the body of the ``applyInPandasWithState``
+   function — with the key's stored state; afterwards, for every key whose event-time timeout the
+   watermark (the previous micro-batch's newest event time, zero delay) has passed, once more
+   with no events. Progress and gap rows (``route_pid = -1``) pass through the same operator, so
+   the publishing step sees them in the same micro-batch as the alerts they enrich.
+3. **publish** (:class:`BatchWriter`, the ``foreachBatch`` body): a batch id already published
+   publishes nothing again; where each partition's read stopped short goes to the unread ledger;
+   the open sets and availability are observed; the enricher turns state rows into alerts
+   (:meth:`streaming.alerts.Enricher.process`), the live cluster confirms each one
+   (:func:`streaming.broker_confirm.annotate`), pinned-LSO findings follow; availability records
+   first, then the alerts, go to every sink in order; then the batch is recorded as published
+   (enricher, availability and pinned-LSO files saved with the batch id).
+4. **progress/metrics**: every ``on_batch`` callback (progress log line, Prometheus metrics,
+   status page) gets the batch's statistics.
+
+Delivery. Source offsets and the state store are **exactly-once**: Spark's checkpoint (offset
+log, commit log, one state-store version per batch) replays an interrupted batch with the same
+input and the same state. The alert sinks are **at-least-once**: a batch is recorded as
+published only after every sink returned (the Kafka sink returns once the broker acknowledged),
+so a crash between a sink and that record publishes the batch's alerts again on restart;
+consumers dedupe on the alert key (DESIGN §7). The enricher's lifecycle (late → hanging →
+resolved) is saved with the batch id, so a replayed batch id (``<= last_batch_id``) runs the
+state operator to the end (Spark must commit the store's version) and publishes nothing.
+
+Engines are thin adapters around steps 2-4: :func:`spark_state_fn` (the function given to
+``applyInPandasWithState``, see :func:`detect`) and :func:`spark_foreach_batch` (the function
+given to ``foreachBatch``); :class:`LocalStates` (the state operator in memory, Spark's order)
+and :class:`LocalLoop` (one in-process micro-batch after another). The in-process engine keeps
+its state in memory only: it serves one scan, or one test, with nothing to restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from streaming.alerts import Enricher
+from streaming.availability import Availability
+from streaming.events import FIELD_NAMES
+from streaming.pinned_lso import PinnedLso
+from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, event_records, process_key
+
+log = logging.getLogger("txnwatch")
+
+STATE_SCHEMA = "doc string"
+_PASSTHROUGH = ("progress", "gap")
+
+
+# ── step 2: the state operator ────────────────────────────────────────────────────────────────
+
+
+def state_rows(cfg: EngineConfig, pid: int, events: list[dict[str, Any]], state) -> list[dict[str, Any]]:
+    """One call of the state operator for key ``pid`` over its events of the micro-batch (dicts of
+    ``state_machine.event_records``; none when a timeout fires): the rows it emits. ``state`` is
+    Spark's ``GroupState`` or :class:`LocalGroupState` (same methods)."""
+    wm = state.getCurrentWatermarkMs()
+    if pid < 0:
+        rows = []
+        for e in events:
+            if e["kind"] in _PASSTHROUGH:
+                r = dict.fromkeys(OUT_NAMES)
+                r.update({k: e.get(k) for k in OUT_NAMES if k in e})
+                r["out_kind"] = e["kind"]
+                r["now_ms"] = e["event_time_ms"]
+                rows.append(r)
+        return rows
+    now = max([e["event_time_ms"] for e in events if e["event_time_ms"] is not None] + [wm, 0])
+    doc = None
+    if state.exists:
+        doc = state.get[0]
+    out, new_doc, timer = process_key(pid, events, doc, now_ms=now, cfg=cfg)
+    if new_doc is None:
+        if state.exists:
+            state.remove()
+    else:
+        state.update((new_doc,))
+        if timer is not None:
+            state.setTimeoutTimestamp(max(timer, wm + 1, 1))
+    return out
+
+
+def out_ddl() -> str:
+    """The state operator's output schema (Spark DDL)."""
+    return ", ".join(f"{n} {'boolean' if t == 'bool' else t}" for n, t in OUT_FIELDS)
+
+
+def spark_state_fn(cfg: EngineConfig) -> Callable:
+    """Spark adapter of step 2: the function given to ``applyInPandasWithState``."""
+
+    def fn(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        frames = [p for p in pdfs if len(p)]
+        events: list[dict[str, Any]] = []
+        if frames:
+            events = event_records(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
+        rows = state_rows(cfg, int(key[0]), events, state)
+        if rows:
+            yield pd.DataFrame(rows, columns=list(OUT_NAMES))
+
+    return fn
+
+
+def detect(events_df, cfg: EngineConfig):
+    """Streaming (or batch) events DataFrame → the state operator's output DataFrame (Spark)."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    df = events_df.select(*FIELD_NAMES)
+    if df.isStreaming:
+        df = df.withWatermark("event_time", "0 seconds")
+    return df.groupBy("route_pid").applyInPandasWithState(
+        spark_state_fn(cfg), out_ddl(), STATE_SCHEMA, "Update", GroupStateTimeout.EventTimeTimeout)
+
+
+class LocalGroupState:
+    """The part of Spark's ``GroupState`` the state function uses, for one key in memory."""
+
+    def __init__(self, doc: tuple | None, watermark_ms: int) -> None:
+        self._doc = doc
+        self._wm = watermark_ms
+        self.timeout_ms: int | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self._doc is not None
+
+    @property
+    def get(self) -> tuple:
+        if self._doc is None:
+            raise ValueError("state does not exist")
+        return self._doc
+
+    def update(self, doc: tuple) -> None:
+        self._doc = doc
+
+    def remove(self) -> None:
+        self._doc = None
+        self.timeout_ms = None
+
+    def setTimeoutTimestamp(self, ms: int) -> None:
+        self.timeout_ms = ms
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self._wm
+
+
+class LocalStates:
+    """In-process adapter of step 2: the state operator's keys across micro-batches, in memory,
+    in Spark's order: each micro-batch calls the state function for every key with events (at
+    the watermark the previous micro-batch left), then for every other key whose event-time
+    timeout that watermark has passed; afterwards the watermark moves to the batch's newest event
+    time (zero delay)."""
+
+    def __init__(self, cfg: EngineConfig) -> None:
+        self.cfg = cfg
+        self.docs: dict[int, tuple] = {}  # route_pid -> state row, for keys that have state
+        self.timeouts: dict[int, int | None] = {}
+        self.watermark = 0
+
+    def micro_batch(self, events: pd.DataFrame | None) -> list[dict[str, Any]]:
+        """The state operator's output rows for one micro-batch of ``events`` (None: no data)."""
+        # The frame -> dicts conversion once for all keys (per key it cost a pass over ~40 columns
+        # each time); per element it is the same conversion, so each key gets the dicts it would get.
+        by_pid: dict[int, list[dict[str, Any]]] = {}
+        for rec in event_records(events) if events is not None and len(events) else []:
+            if rec["route_pid"] is not None:  # as groupby, which drops null keys
+                by_pid.setdefault(int(rec["route_pid"]), []).append(rec)
+        out: list[dict[str, Any]] = []
+        for pid in sorted(by_pid):
+            out += self._call(pid, by_pid[pid])
+        for pid, t in sorted(self.timeouts.items()):
+            if pid not in by_pid and t is not None and t <= self.watermark:
+                out += self._call(pid, [])
+        if events is not None and len(events):
+            newest = pd.to_datetime(events["event_time"], utc=True).max()
+            if newest is not pd.NaT:
+                self.watermark = max(self.watermark, int(newest.value // 1_000_000))
+        return out
+
+    def _call(self, pid: int, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        st = LocalGroupState(self.docs.get(pid), self.watermark)
+        rows = state_rows(self.cfg, pid, events, st)
+        if st.exists:
+            self.docs[pid], self.timeouts[pid] = st.get, st.timeout_ms
+        else:
+            self.docs.pop(pid, None)
+            self.timeouts.pop(pid, None)
+        return rows
+
+
+# ── steps 3 and 4: publish, then progress/metrics ──────────────────────────────────────────────
+
+
+@dataclass
+class SinkSet:
+    """Where finalized alerts go; each sink is a callable taking a list of alert dicts.
+    ``on_batch`` callbacks get ``(batch_id, stats)`` once the batch is recorded as published."""
+
+    sinks: list[Callable[[list[dict[str, Any]]], None]] = field(default_factory=list)
+    on_batch: list[Callable[[int, dict[str, Any]], None]] = field(default_factory=list)
+
+    def emit(self, alerts: list[dict[str, Any]]) -> None:
+        for i, s in enumerate(self.sinks):
+            s(alerts)
+            if alerts and i + 1 < len(self.sinks):
+                _test_pause(f"after-sink-{i + 1}")
+
+
+#: Crash-test hook (tests/test_crash_restart.py): ``<point>:<marker file>`` makes the first
+#: publishing micro-batch write the marker file and stop at ``point`` (``before-sinks``,
+#: ``after-sink-N`` = after the N-th configured sink, or ``after-save`` = after the batch was
+#: recorded as published) until the test kills the driver.
+TEST_PAUSE_ENV = "TXNWATCH_TEST_PAUSE"
+
+
+def _test_pause(point: str) -> None:
+    spec = os.environ.get(TEST_PAUSE_ENV)
+    if not spec or not spec.startswith(point + ":"):
+        return
+    marker = spec.split(":", 1)[1]
+    if os.path.exists(marker):
+        return  # paused once already (a restarted driver runs on)
+    with open(marker, "w") as f:
+        f.write(point)
+    log.warning("%s: paused at %s", TEST_PAUSE_ENV, point)
+    time.sleep(3600)
+
+
+def _transaction_version(broker: Any) -> int | None:
+    """The live cluster's finalized ``transaction.version`` (streaming.cluster_features); None
+    without a broker or when it does not report features. Never fails a micro-batch."""
+    read = getattr(broker, "transaction_version", None)
+    if read is None:
+        return None
+    try:
+        return read()
+    except Exception:  # informational only
+        log.exception("reading the cluster's transaction.version failed")
+        return None
+
+
+class BatchWriter:
+    """Steps 3 and 4 of a micro-batch: enrich, publish, record as published, report.
+
+    ``availability`` (live path): availability records first, then the verdicts of partitions
+    read this batch; verdicts of unreadable partitions are held back (streaming/availability.py).
+    On the live path (``enricher.broker``) each late/hanging alert also gets the cluster's own
+    confirmation (``streaming.broker_confirm.annotate``) before it is published.
+    ``unread_ledger`` (live path): where each partition's read stopped short is recorded there
+    first, so that the next plan reads it again (streaming/sources/kafka_unread.py).
+    ``pinned`` (live path): findings of LSOs pinned at the log start by a transaction no read has
+    seen (streaming/pinned_lso.py), after the state's own.
+    """
+
+    def __init__(self, enricher: Enricher, sinks: SinkSet, availability: Availability | None = None,
+                 unread_ledger: str | None = None, pinned: PinnedLso | None = None) -> None:
+        self.enricher = enricher
+        self.sinks = sinks
+        self.availability = availability or Availability()
+        self.unread_ledger = unread_ledger
+        self.pinned = pinned
+
+    def published(self, batch_id: int) -> bool:
+        """Whether ``batch_id`` was published before (a replay after a stop that came ahead of
+        Spark's commit)."""
+        return batch_id <= self.enricher.last_batch_id
+
+    def __call__(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        """Publish the state operator's output ``rows`` of micro-batch ``batch_id``."""
+        if self.published(batch_id):
+            log.info("micro-batch %s already published; publishing nothing again", batch_id)
+            return
+        t0 = time.monotonic()
+        enricher, availability, pinned = self.enricher, self.availability, self.pinned
+        progress = [r for r in rows if r["out_kind"] == "progress"]
+        gaps = [r for r in rows if r["out_kind"] == "gap"]
+        if self.unread_ledger:
+            from streaming.sources.kafka_unread import record_unread
+
+            record_unread(self.unread_ledger, batch_id, gaps)  # before anything records the batch as done
+        raw = [r for r in rows if r["out_kind"] == "alert"]
+        raw.sort(key=lambda r: (r["topic"], r["partition"], r["first_offset"], r["now_ms"] or 0))
+        enricher.observe_open_sets([r for r in rows if r["out_kind"] == "open_set"])
+        now = max([r["now_ms"] for r in rows if r.get("now_ms") is not None] or [enricher.clock or 0]) or None
+        records = availability.observe(gaps, progress, enricher.active, now)
+        availability.apply_holds(enricher)
+        alerts = enricher.process(raw, progress, gaps=gaps)
+        if enricher.broker is not None:
+            from streaming.broker_confirm import annotate
+
+            for a in alerts:
+                annotate(a, enricher.broker)
+        if pinned is not None:
+            alerts += pinned.observe(progress, enricher.open_transactions(), now, availability.not_read_through_now(),
+                                     enricher.broker)
+        alerts = records + alerts
+        if alerts:
+            _test_pause("before-sinks")
+        self.sinks.emit(alerts)
+        enricher.last_batch_id = batch_id
+        enricher.save()
+        availability.save()
+        if pinned is not None:
+            pinned.save()
+        if alerts:
+            _test_pause("after-save")  # recorded as published: the sinks must have acknowledged
+        stats = {"rows": len(rows), "progress": len(progress), "gaps": gaps, "alerts": alerts,
+                 "unavailable": availability.unavailable_by_topic(now),
+                 "unavailable_partitions": sorted(availability.down),
+                 "lagging": availability.lagging_by_topic(),
+                 "open_alerts": dict(enricher.active), "partitions": dict(enricher.partitions),
+                 "open_transactions": enricher.open_transactions(), "now_ms": enricher.clock,
+                 "duration_s": time.monotonic() - t0,
+                 # the cluster's finalized transaction.version (live path; cached by the broker client)
+                 "transaction_version": _transaction_version(enricher.broker)}
+        for cb in self.sinks.on_batch:
+            cb(batch_id, stats)
+
+
+def spark_foreach_batch(writer: BatchWriter) -> Callable:
+    """Spark adapter of steps 3-4: the function given to ``foreachBatch``."""
+
+    def foreach_batch(batch_df, batch_id: int) -> None:
+        if writer.published(batch_id):
+            # Published before a stop that came ahead of Spark's commit: publish nothing again,
+            # but still run the batch to the end, or the state store never commits this batch's
+            # version and Spark 4 fails the query (STATE_STORE_COMMIT_VALIDATION_FAILED).
+            log.info("micro-batch %s already published; replaying it without publishing", batch_id)
+            batch_df.write.format("noop").mode("overwrite").save()
+            return
+        writer([r.asDict() for r in batch_df.collect()], batch_id)
+
+    return foreach_batch
+
+
+class LocalLoop:
+    """In-process adapter of the whole loop: one micro-batch after another over event frames the
+    caller read, with the state in memory (:class:`LocalStates`) and the one :class:`BatchWriter`."""
+
+    def __init__(self, cfg: EngineConfig, writer: BatchWriter) -> None:
+        self.states = LocalStates(cfg)
+        self.writer = writer
+        self.batch_id = 0
+
+    @property
+    def docs(self) -> dict[int, tuple]:
+        """The state row per producer id as the last micro-batch left it."""
+        return self.states.docs
+
+    def run_batch(self, events: pd.DataFrame | None) -> None:
+        """One micro-batch over ``events`` (None or empty: a trigger that read nothing)."""
+        self.writer(self.states.micro_batch(events), self.batch_id)
+        self.batch_id += 1
+
+    def run_timers(self) -> None:
+        """Spark's no-data micro-batch after the watermark moved: fires the event-time timeouts it
+        passed; published only when a timer emitted something."""
+        rows = self.states.micro_batch(None)
+        if rows:
+            self.writer(rows, self.batch_id)
+            self.batch_id += 1
