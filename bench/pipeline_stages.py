@@ -46,11 +46,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import pyarrow as pa
 
-    import streaming.local_engine as le
+    import streaming.microbatch as le
     from streaming.alerts import AlertConfig, Enricher
     from streaming.config import Config, engine_config
-    from streaming.pipeline import SinkSet, make_batch_writer
-    from streaming.runner import txn_state_partitions
+    from streaming.microbatch import BatchWriter, SinkSet
+    from streaming.runner import file_source_options
     from streaming.sources import logdir
     from streaming.sources.segments import SegmentsBatchReader
     from streaming.state_machine import event_records
@@ -69,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         decode, decode_cpu = min(decode, time.perf_counter() - t), min(decode_cpu, time.process_time() - c)
     del datas
     cfg = Config()
-    opts = {"path": str(root), "cluster": cfg.cluster, "txn_state_partitions": txn_state_partitions(cfg),
-            "clock_skew_tolerance_ms": str(cfg.thresholds.clock_skew_tolerance_ms), "as_of": str(as_of)}
+    opts = {**file_source_options(cfg, path=str(root)), "as_of": str(as_of)}  # as cli.scan_paths
     ecfg = engine_config(cfg, coordinator_available=True)
     best: dict[str, tuple[float, float]] = {}
     findings = events = 0
@@ -109,12 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             enricher = Enricher(AlertConfig(txn_state_partitions=cfg.coordinator.txn_state_partitions),
                                 os.path.join(tmp, "sink.json"))
-            write = make_batch_writer(enricher, SinkSet())
+            write = BatchWriter(enricher, SinkSet())
             t, c = time.perf_counter(), time.process_time()
-            write(le._Rows(rows), 0)
+            write(rows, 0)
             timed_out = states.micro_batch(None)
             if timed_out:
-                write(le._Rows(timed_out), 1)
+                write(timed_out, 1)
             keep("writer (enrichment, verdicts, sinks) + no-data batch", t, c)
             findings = len(enricher.active)
         events = len(df)

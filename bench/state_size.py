@@ -207,7 +207,7 @@ def measure_scale(spark, store: str, events_dir: Path, work: Path, n_files: int,
     from streaming.alerts import AlertConfig, Enricher
     from streaming.config import engine_config, load_config
     from streaming.events import spark_schema
-    from streaming.pipeline import SinkSet, detect, make_batch_writer
+    from streaming.microbatch import BatchWriter, SinkSet, detect, spark_foreach_batch
 
     cfg = load_config(None, env={})
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", PROVIDERS[store])
@@ -219,7 +219,7 @@ def measure_scale(spark, store: str, events_dir: Path, work: Path, n_files: int,
     events = spark.readStream.schema(spark_schema()).option("maxFilesPerTrigger", 1).parquet(str(events_dir))
     enricher = Enricher(AlertConfig(), str(ck) + "-sink.json")
     w = detect(events, engine_config(cfg, coordinator_available=False)).writeStream.outputMode("update") \
-        .option("checkpointLocation", str(ck)).foreachBatch(make_batch_writer(enricher, sinks))
+        .option("checkpointLocation", str(ck)).foreachBatch(spark_foreach_batch(BatchWriter(enricher, sinks)))
     t0 = time.perf_counter()
     q = w.trigger(availableNow=True).start()
     q.awaitTermination(timeout_s)
