@@ -28,7 +28,7 @@ only for the data-loss preview and first-write time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,11 +44,39 @@ from streaming.normalize import (
     snapshot_events,
     txn_state_rows,
 )
-from udfs.producer_state import PartitionState
+
+# The snapshot choice and the two replays live beside their decoders (udfs); re-exported here for
+# the sources that build reads from them.
+from udfs.producer_state import PartitionState, replay_batches
+from udfs.snapshot import SnapshotCandidate, SnapshotSeed, newest_readable_snapshot
+from udfs.txn_log import CoordinatorReplay
+
+__all__ = ["BatchPiece", "CoordinatorReplay", "Offsets", "ReadContext", "SnapshotCandidate", "SnapshotSeed",
+           "TxnPiece", "data_partition_events", "newest_readable_snapshot", "replay_batches", "split_at",
+           "txn_partition_events"]
 
 # Fold what opens and closes within a read before the state operator sees it
 # (normalize.reduce_closed_in_read / reduce_coordinator_records). Off only to compare results.
 REDUCE_IN_READ = True
+
+
+@dataclass
+class ReadRows:
+    """The untyped rows of many reads, gathered to be typed in one go (``collect=`` of
+    :func:`data_partition_events` / :func:`txn_partition_events`): ``frames`` (span and marker
+    tables) and ``rows`` (gap, progress and coordinator rows as dicts, None fields left out).
+    A reader of thousands of partitions per micro-batch (the kafka source's group of one broker)
+    would otherwise pay pandas' per-frame cost of a concat per partition."""
+
+    frames: list[pd.DataFrame] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def frame(self) -> pd.DataFrame:
+        """Everything gathered as one frame, typed by ``events.to_frame``."""
+        parts = [f for f in self.frames if len(f)]
+        if self.rows:
+            parts.append(pd.DataFrame.from_records(self.rows))
+        return to_frame(pd.concat(parts, ignore_index=True) if parts else [])
 
 
 @dataclass(frozen=True)
@@ -100,58 +128,11 @@ class BatchPiece:
     position_format: str = "{prefix}@{pos}"
 
 
-@dataclass(frozen=True)
-class SnapshotSeed:
-    """The producer snapshot a read of a data partition starts from (detection.md §1)."""
-
-    entries: list[dict[str, Any]]
-    offset: int
-    source_position: str
-
-
-@dataclass(frozen=True)
-class SnapshotCandidate:
-    """A producer snapshot a source found: its offset, where it is, and how to read it.
-
-    ``load`` returns (entries, problems); any problem makes the snapshot unusable, as the broker's
-    ``ProducerStateManager.readSnapshot`` throws ``CorruptSnapshotException`` for a bad CRC, an
-    unknown version or a schema failure (short or long file) and never loads part of it. Seeding
-    from a partial entry list would make the missing producers look absent (epoch 0, "exact").
-    """
-
-    offset: int
-    source_position: str
-    load: Callable[[], tuple[list[dict[str, Any]], list[str]]]
-
-
-def newest_readable_snapshot(
-    candidates: Sequence[SnapshotCandidate],
-) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
-    """The newest readable snapshot (``ProducerStateManager.loadFromSnapshot``: latest first, a
-    corrupt one skipped for the next newest), and (source position, reason) of each one skipped."""
-    skipped: list[tuple[str, str]] = []
-    for c in sorted(candidates, key=lambda c: c.offset, reverse=True):
-        entries, problems = c.load()
-        if not problems:
-            return SnapshotSeed(entries, c.offset, c.source_position), skipped
-        skipped.append((c.source_position, f"producer snapshot at offset {c.offset} unreadable, not used "
-                        f"(the broker skips it too and loads the next newest): {'; '.join(problems)}"))
-    return None, skipped
-
-
 def split_at(cols: dict[str, np.ndarray], offset: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(batches wholly below ``offset``, batches at or after it) of a batch table, file order kept.
     A snapshot taken at ``offset`` already summarises the first part."""
     below = cols["last_offset"] < offset
     return {k: v[below] for k, v in cols.items()}, {k: v[~below] for k, v in cols.items()}
-
-
-def replay_batches(state: PartitionState, cols: dict[str, np.ndarray], snapshot_offset: int | None) -> None:
-    """Apply a batch table to a partition replay seeded at ``snapshot_offset`` (None: not seeded):
-    only batches at or after the snapshot change the state; a bad CRC skips the batch."""
-    if snapshot_offset is not None:
-        cols = split_at(cols, snapshot_offset)[1]
-    state.apply(cols, cols["crc_valid"] != 0)
 
 
 def data_partition_events(
@@ -166,10 +147,13 @@ def data_partition_events(
     progress_position: str | None = None,
     typed: bool = True,
     end_proven: bool | None = None,
-) -> pd.DataFrame:
+    collect: ReadRows | None = None,
+) -> pd.DataFrame | None:
     """Events of one read of a data partition, ending with its progress row.
 
-    ``state``: the partition replay up to where this read starts (seeded from ``seed`` by the
+    ``broker``: the partition's offsets as the source knows them (the broker's on a live read; a
+    log-dir read passes those of its own replay, read to its end). ``state``: the partition replay
+    up to where this read starts (seeded from ``seed`` by the
     caller when it starts there); the pieces are applied to it (batches with a bad CRC skipped,
     batches below ``ctx.snapshot_offset`` too) and, unless ``broker`` gives the partition's
     offsets, it supplies the progress row's high watermark (next offset) and LSO. ``seed``: emit
@@ -196,12 +180,7 @@ def data_partition_events(
     if broker is not None:
         offsets = broker
     elif state is not None:
-        lso = state.lso(state.next_offset)
-        if lso is not None and log_start_offset is not None:
-            # A snapshot entry whose transaction starts below the log start (its batches were
-            # deleted) pins the LSO at the log start (kafka-formats.md §6).
-            lso = max(lso, log_start_offset)
-        offsets = Offsets(state.next_offset, lso, log_start_offset)
+        offsets = Offsets(state.next_offset, state.replayed_lso(log_start_offset), log_start_offset)
     else:
         raise ValueError("data_partition_events needs the broker's offsets or a partition replay")
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
@@ -213,36 +192,10 @@ def data_partition_events(
               if len(p.cols["max_timestamp"])]
     if newest and max(newest) >= 0:
         prog["last_ts"] = max(newest)
+    if collect is not None:
+        return _collect(frames, [*gaps, prog], ctx, collect)
     frames.append(_records_frame([*gaps, prog], typed))
     return _finish(frames, ctx, typed)
-
-
-@dataclass
-class CoordinatorReplay:
-    """What a read of a ``__transaction_state`` partition needs from the records before it:
-    transactional id → last producer id (to route tombstones and supersessions), the highest
-    partitionLeaderEpoch (= coordinator epoch, kafka-formats.md §5.6) and the next offset."""
-
-    known: dict[str, int] = field(default_factory=dict)
-    max_epoch: int = -1
-    next_offset: int | None = None
-
-    def copy(self) -> CoordinatorReplay:
-        return CoordinatorReplay(dict(self.known), self.max_epoch, self.next_offset)
-
-    def fold(self, records: Sequence[dict[str, Any]], leader_epoch: int = -1, next_offset: int | None = None) -> None:
-        """Replay records (offset order) without emitting events: a prefix before the read."""
-        for r in records:
-            if r["tombstone"]:
-                self.known.pop(r["transactional_id"], None)
-            else:
-                self.known[r["transactional_id"]] = r["producer_id"]
-        self.advance(leader_epoch, next_offset)
-
-    def advance(self, leader_epoch: int, next_offset: int | None) -> None:
-        self.max_epoch = max(self.max_epoch, leader_epoch)
-        if next_offset is not None:
-            self.next_offset = next_offset
 
 
 @dataclass(frozen=True)
@@ -254,6 +207,7 @@ class TxnPiece:
     source_position: str
     leader_epoch: int = -1
     next_offset: int | None = None
+    reduced: bool = False  # already what reduce_coordinator_records keeps (udfs.txn_log.decode_txn_log_reduced)
 
 
 def txn_partition_events(
@@ -267,7 +221,8 @@ def txn_partition_events(
     progress_position: str | None = None,
     typed: bool = True,
     end_proven: bool | None = None,
-) -> pd.DataFrame:
+    collect: ReadRows | None = None,
+) -> pd.DataFrame | None:
     """Events of one read of a ``__transaction_state`` partition, ending with its progress row.
 
     ``replay`` (the records before this read) is advanced in place. Without ``broker`` offsets the
@@ -276,11 +231,16 @@ def txn_partition_events(
     of the read (null: no record), ``end_proven`` as for data partitions.
     """
     frames: list[pd.DataFrame] = []
+    routed: list[dict[str, Any]] = []
     for piece in pieces:
-        records = reduce_coordinator_records(piece.records) if REDUCE_IN_READ else piece.records
+        reduce = REDUCE_IN_READ and not piece.reduced
+        records = reduce_coordinator_records(piece.records) if reduce else piece.records
         rows = txn_state_rows(records, partition=ctx.partition, source_position=piece.source_position,
                               topic=ctx.topic, **ctx.common)
-        frames.append(_records_frame(route_coordinator_rows(rows, replay.known), typed))
+        if collect is not None:
+            routed += route_coordinator_rows(rows, replay.known)
+        else:
+            frames.append(_records_frame(route_coordinator_rows(rows, replay.known), typed))
         replay.advance(piece.leader_epoch, piece.next_offset)
     offsets = broker or Offsets(replay.next_offset, replay.next_offset, log_start_offset)
     prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
@@ -293,6 +253,8 @@ def txn_partition_events(
     newest = [r["timestamp"] for piece in pieces for r in piece.records if r.get("timestamp") is not None]
     if newest:
         prog["last_ts"] = max(newest)
+    if collect is not None:
+        return _collect(frames, [*routed, *gaps, prog], ctx, collect)
     frames.append(_records_frame([*gaps, prog], typed))
     return _finish(frames, ctx, typed)
 
@@ -304,6 +266,27 @@ def _records_frame(rows: list[dict[str, Any]], typed: bool) -> pd.DataFrame:
     if typed:
         return pd.DataFrame.from_records(rows)
     return pd.DataFrame.from_records([{k: v for k, v in r.items() if v is not None} for r in rows])
+
+
+def _collect(frames: list[pd.DataFrame], rows: list[dict[str, Any]], ctx: ReadContext, out: ReadRows) -> None:
+    """:func:`_finish` for a caller gathering many reads (``collect=``): the same rows and
+    stamps, appended to ``out`` untyped instead of concatenated and typed per read."""
+    stamps = {k: v for k, v in (("from_log_start", ctx.from_log_start), ("read_from_zero", ctx.read_from_zero))
+              if v is not None}
+    snap = ctx.snapshot_offset
+    for f in frames:
+        if len(f):
+            for k, v in stamps.items():
+                f[k] = v
+            if snap is not None:
+                f.loc[f["kind"].isin(("data", "marker")), "snapshot_offset"] = snap
+            out.frames.append(f)
+    for r in rows:
+        r = {k: v for k, v in r.items() if v is not None}
+        r.update(stamps)
+        if snap is not None and r["kind"] == "progress":
+            r["snapshot_offset"] = snap
+        out.rows.append(r)
 
 
 def _finish(frames: list[pd.DataFrame], ctx: ReadContext, typed: bool = True) -> pd.DataFrame:

@@ -25,8 +25,7 @@ from streaming.verdict import (
     judge,
 )
 from tests.kafka_fake_broker import FakeKafkaBroker
-from udfs.txn_log import decode_txn_log_segment
-from udfs.txn_log_vec import decode_txn_log_reduced
+from udfs.txn_log import decode_txn_log_reduced, decode_txn_log_segment
 
 MAX_INT = 2_147_483_647
 T0 = 1_761_000_000_000

@@ -63,6 +63,12 @@ def test_one_input_partition_per_broker_and_multi_partition_fetches(tmp_path):
         per_broker = Counter(g.broker for g in split_groups)  # at most groups_per_broker each
         assert max(per_broker.values()) <= 4 and set(per_broker) == {g.broker for g in groups}
         assert read_all(split, init, end).equals(grouped)  # same events however they are grouped
+        # issue 23: beyond max_input_partitions, brokers share a group; the reads are the same
+        packed = reader(broker, max_input_partitions="2")
+        shared = packed.partitions(init, end)
+        assert len(shared) == 2 and sorted(len(g.parts) for g in shared) != [0, 0]
+        assert sorted((p.topic, p.partition) for g in shared for p in g.parts) == sorted(tps)
+        assert read_all(packed, init, end).equals(grouped)
         # nothing new: progress rows for every partition, from ListOffsets, and no Fetch at all
         nxt = r.latestOffset(end, None)
         before = len(broker.requests_for("fetch"))

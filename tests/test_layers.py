@@ -240,6 +240,118 @@ def test_no_kafka_client_module_is_longer_than_400_lines():
     assert long == {}
 
 
+# ------------------------------------------------- the segments read path (issue 21 item 1)
+# Steps of a log-dir read (streaming/sources/segments.py's module docstring has the call trace):
+# 1 list (log_layout: which files), 2 read (logdir: bytes of segments, snapshots, checkpoint) with
+# 3 decode (udfs: bytes -> tables, records, snapshots; called only by the read step, chunk by
+# chunk), 4 events (partition_read, normalize, events). segments.py is the shell that drives them.
+_STEP = {"streaming.sources.log_layout": 1, "streaming.sources.logdir": 2, "streaming.partition_read": 4,
+         "streaming.normalize": 4, "streaming.events": 4}
+# Value and state objects carried from step to step: building or asking them is not a visit of
+# the module that defines them. udfs.model is the decoders' shared vocabulary (names, codes).
+_CARRIED = {"PartitionDir", "PartitionFiles", "Chunk", "PartitionRead", "ReadContext", "BatchPiece", "TxnPiece",
+            "Offsets", "SnapshotSeed", "SnapshotCandidate", "SnapshotFile", "BatchScan", "DecodeError",
+            "PartitionState", "ProducerEntry", "CoordinatorReplay"}
+
+
+def _step(frame) -> int | None:
+    mod = frame.f_globals.get("__name__", "")
+    self = frame.f_locals.get("self")
+    if frame.f_code.co_qualname.split(".")[0] in _CARRIED or (self is not None and type(self).__name__ in _CARRIED):
+        return None
+    if mod.startswith("udfs.") and mod != "udfs.model":
+        return 3
+    return _STEP.get(mod)
+
+
+def _trace_read(reader, group) -> list[tuple[int, int | None, str]]:
+    """(step, step of the caller, function) of every call into a step module during ``reader.read``."""
+    import sys
+
+    calls: list[tuple[int, int | None, str]] = []
+
+    def prof(frame, event, _arg):
+        if event == "call":
+            step = _step(frame)
+            if step is not None:
+                calls.append((step, _step(frame.f_back) if frame.f_back else None,
+                              f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}"))
+
+    sys.setprofile(prof)
+    try:
+        rows = list(reader.read(group))
+    finally:
+        sys.setprofile(None)
+    assert rows and rows[0].num_rows
+    return calls
+
+
+def _one_partition_reads(tmp_path):
+    """A log dir with a data partition seeded from a snapshot, older segments and a coordinator
+    partition (scenario ``retention-restart``), read first whole, then from a mid position with
+    no memo (a Spark worker's first read of it), so that every branch of the read runs."""
+    from streaming.simulate.scenarios import write_scenario
+    from streaming.sources import logdir
+    from streaming.sources.segments import SegmentsBatchReader, SegmentsGroup
+
+    sc = write_scenario("retention-restart", tmp_path / "d", seed=1)
+    reader = SegmentsBatchReader({"path": str(sc.root), "input_partitions": "1"})
+    parts = [p for g in reader.partitions() for p in g.parts]
+    data = next(p for p in parts if p.part_path.endswith("orders-0"))
+    txn = max((p for p in parts if "__transaction_state" in p.part_path), key=lambda p: sum(
+        c.end - c.start for c in p.chunks))
+    yield "data", reader, SegmentsGroup([data])
+    yield "txn", reader, SegmentsGroup([txn])
+    for name, one in (("data-from-middle", data), ("txn-from-middle", txn)):
+        c = one.chunks[-1]
+        scan_end = c.start + (c.end - c.start) // 2
+        from udfs.record_batch import scan_batches
+
+        with open(c.path, "rb") as f:
+            f.seek(c.start)
+            cols = scan_batches(f.read(scan_end - c.start), validate_crc=False, allow_partial_tail=True).columns
+        if len(cols["position"]) < 2:
+            continue
+        mid = c.start + int(cols["position"][-1])
+        logdir._MEMO.clear()
+        later = type(one)(one.part_path, [type(c)(c.segment, c.path, mid, c.end)], [c.segment, mid], one.end,
+                          one.clock, one.seed_offset)
+        yield name, reader, SegmentsGroup([later])
+
+
+def test_a_segments_read_goes_list_read_decode_events_without_return_trips(tmp_path):
+    """Issue 21: followed call by call, ``SegmentsBatchReader.read`` visits list, then read (which
+    alone calls the decoders), then events, and never calls back into a step it has left."""
+    seen = 0
+    for name, reader, group in _one_partition_reads(tmp_path):
+        calls = _trace_read(reader, group)
+        steps = [s for s, _, _ in calls]
+        assert set(steps) == {1, 2, 3, 4}, (name, steps)
+        # read and decode alternate chunk by chunk (rank 2); nothing goes back to a lower rank
+        rank = [min(s, 2) if s < 4 else 4 for s in steps]
+        back = [(calls[i - 1][2], calls[i][2]) for i in range(1, len(rank)) if rank[i] < rank[i - 1]]
+        assert back == [], name
+        # the decoders are reached only from the read step (or from one another)
+        assert [(f, caller) for s, caller, f in calls if s == 3 and caller not in (2, 3)] == [], name
+        # and never call back up (no callbacks from udfs into the steps above)
+        assert [(f, s) for s, caller, f in calls if caller == 3 and s != 3] == [], name
+        seen += 1
+    assert seen == 4
+
+
+def test_the_segments_read_steps_import_only_the_steps_after_them():
+    """The same direction on the import graph: the lister imports no project module, the reader
+    not the event builders, the event builders neither the reader nor the lister."""
+    src = ROOT / "streaming"
+    ours = {m for m in _imports(src / "sources" / "log_layout.py") if m.split(".")[0] in ("streaming", "udfs")}
+    assert ours == set()
+    reader = _imports(src / "sources" / "logdir.py")
+    assert reader & {"streaming.partition_read", "streaming.normalize", "streaming.events",
+                     "streaming.sources.segments"} == set()
+    for events in ("partition_read.py", "normalize.py", "events.py"):
+        assert {m for m in _imports(src / events) if m.startswith("streaming.sources")} == set(), events
+
+
 # ---------------------------------------------------------------- the admin APIs (issue 21 item 2)
 _ADMIN = "streaming.kafka_admin"
 _ADMIN_APIS = {"describe_producers", "describe_transactions", "list_transactions", "groups", "features"}

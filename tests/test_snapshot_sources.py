@@ -11,7 +11,8 @@ import pytest
 
 from streaming.simulate.scenarios import write_scenario
 from streaming.sources.files import read_files
-from streaming.sources.logdir import list_partitions, plan_partition, read_range
+from streaming.sources.logdir import list_partitions, plan_partition
+from streaming.sources.segments import read_range
 from tests.dump_render import render_log_dir
 from udfs.checkpoint import parse_log_start_checkpoint
 

@@ -1,11 +1,15 @@
-"""The numpy ``__transaction_state`` decode (``udfs.txn_log_vec``) against the Python decoder.
+"""The one ``__transaction_state`` decoder (``udfs.txn_log``): its vectorised walk against its own
+record-by-record path, and its in-read reduction against the reduction rule on record dicts.
 
-``decode_txn_log_reduced(data)`` must return exactly what
-``reduce_coordinator_records(decode_txn_log_segment(data)[0])`` returns, and the same scan with
-the same errors, for the sample files, every simulator scenario's coordinator segments, and
-corrupted copies of them (bytes flipped, records cut, lengths and versions broken, CRC check
-off so that the corruption reaches the record decoder): bad input becomes an error naming the
-file, position and offset, never an exception.
+``decode_txn_log_reduced(data)`` (the vectorised walk, with the by-record path for the batches it
+does not take) must return exactly ``reduce_coordinator_records(decode_txn_log_segment(data)[0])``
+(every batch record by record, as the decoder does when it does not reduce; ``MAX_RECORDS = -1``
+makes sure of it) and the same scan with the same errors, for the sample files, every
+simulator scenario's coordinator segments, and corrupted copies of them (bytes flipped, records
+cut, lengths and versions broken, CRC check off so that the corruption reaches the record
+decoder): bad input becomes an error naming the file, position and offset, never an exception.
+The field values themselves are checked against hand-written expectations in
+``tests/test_decoders.py`` (``test_txn_state_*``).
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ import pytest
 from streaming.normalize import reduce_coordinator_records
 from streaming.simulate.encode import encode_txn_key, encode_txn_value_v0, encode_txn_value_v1
 from streaming.simulate.scenarios import SCENARIOS, write_scenario
+from udfs import txn_log
 from udfs.record_batch import HEADER_SIZE, scan_batches
-from udfs.txn_log import decode_txn_log_segment
-from udfs.txn_log_vec import decode_txn_log_reduced
+from udfs.txn_log import decode_txn_log_reduced, decode_txn_log_segment
 
 SAMPLES = Path(__file__).parent / "fixtures" / "samples"
 
@@ -29,16 +33,41 @@ SAMPLES = Path(__file__).parent / "fixtures" / "samples"
 RECORD_ERRORS: list[str] = []
 
 
+BY_RECORD = {"batches": 0, "by_record": 0}  # so that the walk is seen taking batches, not only the by-record path
+
+
+def _by_record(data: bytes, **kw):
+    """The decoder with the vectorised walk taking no batch: every record through ``decode_batch``."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(txn_log, "MAX_RECORDS", -1)
+        return decode_txn_log_segment(data, **kw)
+
+
+def _types(recs):
+    return [type(v) for r in recs for v in r.values()]
+
+
 def _same(data: bytes, **kw) -> int:
-    ref_recs, ref_scan = decode_txn_log_segment(data, **kw)
+    ref_recs, ref_scan = _by_record(data, **kw)
     RECORD_ERRORS.extend(e.reason for e in ref_scan.errors if "record" in e.reason)
     ref = reduce_coordinator_records(ref_recs)
-    got, scan = decode_txn_log_reduced(data, **kw)
+    full, full_scan = decode_txn_log_segment(data, **kw)
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        real = txn_log.decode_batch
+        mp.setattr(txn_log, "decode_batch", lambda *a: calls.append(1) or real(*a))
+        got, scan = decode_txn_log_reduced(data, **kw)
+    assert full == ref_recs
+    assert _types(full) == _types(ref_recs)
     assert got == ref
-    assert [type(v) for r in got for v in r.values()] == [type(v) for r in ref for v in r.values()]
-    assert scan.errors == ref_scan.errors
-    for k, col in ref_scan.columns.items():
-        assert (col == scan.columns[k]).all(), k
+    assert _types(got) == _types(ref)
+    for s in (full_scan, scan):
+        assert s.errors == ref_scan.errors
+        for k, col in ref_scan.columns.items():
+            assert (col == s.columns[k]).all(), k
+    c = ref_scan.columns
+    BY_RECORD["batches"] += int((~c["is_control"] & (c["crc_valid"] != 0)).sum())
+    BY_RECORD["by_record"] += len(calls)
     return len(ref_recs)
 
 
@@ -68,7 +97,10 @@ def scenario_segments(tmp_path_factory) -> list[tuple[str, bytes]]:
 
 def test_every_scenario_decodes_the_same(scenario_segments):
     assert scenario_segments
+    BY_RECORD.update(batches=0, by_record=0)
     assert sum(_same(d, source=name) for name, d in scenario_segments) > 0
+    # the walk took the simulator's batches (the comparison is not the by-record path against itself)
+    assert BY_RECORD["by_record"] < BY_RECORD["batches"] / 10, BY_RECORD
 
 
 def test_corrupted_segments_decode_the_same(scenario_segments):

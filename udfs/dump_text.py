@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +89,7 @@ from udfs.model import (
     TXN_STATES,
     DecodeError,
 )
-from udfs.offsets_text import OffsetsTextError, is_offsets_key, parse_offsets_record
+from udfs.offsets_text import OffsetsTextError, is_offsets_key, json_envelope, parse_offsets_record
 from udfs.varint import uvarint_len as _uvarint_len
 
 # CONTROL_NOT_PRINTED (udfs.model): a control batch whose record the dump did not print (shallow
@@ -863,12 +863,8 @@ class _File:
     @staticmethod
     def _json_value(payload: str, what: str) -> dict[str, Any]:
         try:
-            v = json.loads(payload)
-            version = int(v["version"])
-            d = v["data"]
-            if not isinstance(d, dict):
-                raise TypeError("data is not an object")
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            version, d = json_envelope(payload, "version")
+        except ValueError as exc:
             raise _LineError(f"{what}: payload is not transaction-log JSON ({exc})") from None
         if version not in (0, 1):
             raise _LineError(f"{what}: unknown value version {version}")
@@ -1115,6 +1111,12 @@ class _Parser:
         self.cur = f
         return f
 
+    def _content(self, n: int, kind: str, line: Callable[[_File, int, str], None], body: str) -> None:
+        """A content line of a ``kind`` file: parsed by ``line`` into the file it belongs to."""
+        f = self.file_for(n, kind)
+        line(f, n, body)
+        f.last_line = n
+
     def file_for(self, n: int, kind: str) -> _File:
         """The file a content line belongs to; starts an implicit one when the Dumping line is lost
         or when log lines and snapshot lines meet (two dumps pasted without their headers)."""
@@ -1173,27 +1175,15 @@ class _Parser:
             f.last_line = n
             return
         if c0 == "b" and body.startswith("baseOffset:"):
-            f = self.file_for(n, "log")
-            f.batch_line(n, body)
-            f.last_line = n
-            return
+            return self._content(n, "log", _File.batch_line, body)
         if c0 == "|" and (len(body) == 1 or body[1] == " "):
-            f = self.file_for(n, "log")
-            f.record_line(n, body)
-            f.last_line = n
-            return
+            return self._content(n, "log", _File.record_line, body)
         if c0 == "o" and body.startswith("offset:"):
             if _INDEX_LINE.match(body):
                 return  # .index dump line
-            f = self.file_for(n, "log")
-            f.offset_line(n, body)
-            f.last_line = n
-            return
+            return self._content(n, "log", _File.offset_line, body)
         if c0 == "p" and body.startswith("producerId:"):
-            f = self.file_for(n, "snapshot")
-            f.snapshot_line(n, body)
-            f.last_line = n
-            return
+            return self._content(n, "snapshot", _File.snapshot_line, body)
         if c0 == "p" and raw.startswith(" payload: ") and self.cur is not None and self.cur.cur is not None:
             # --skip-record-metadata with a null key prints " payload: V" (≤4.2 Scala; exactly one
             # leading space, which tells it from an indented prose line)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _OLD_KEY = re.compile(r"^offset::(.*):([^:]+):(-?\d+)$")  # group may hold ':'; topics cannot
 _OLD_VALUE = re.compile(r"^(-?\d+)(?::.*)?$")
@@ -108,14 +109,25 @@ def parse_offsets_record(key: str, payload: str | None) -> OffsetCommitText | No
     return None
 
 
-def _json_record(key: str, payload: str | None) -> OffsetCommitText | None:
+def json_envelope(text: str, tag: str) -> tuple[int, dict[str, Any]]:
+    """``{"<tag>": N, "data": {...}}``, the JSON envelope Kafka's dump tools print for coordinator
+    keys and values (``--offsets-decoder``, ``--transaction-log-decoder``) → (N, data). Raises
+    ValueError saying what is wrong (shared by this module and ``udfs.dump_text``)."""
     try:
-        k = json.loads(key)
-        rtype = int(k["type"])
-        data = k["data"]
+        v = json.loads(text)
+        n = int(v[tag])
+        data = v["data"]
         if not isinstance(data, dict):
             raise TypeError("data is not an object")
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise ValueError(str(exc)) from None
+    return n, data
+
+
+def _json_record(key: str, payload: str | None) -> OffsetCommitText | None:
+    try:
+        rtype, data = json_envelope(key, "type")
+    except ValueError as exc:
         raise OffsetsTextError(f"offsets key: unreadable JSON ({exc})") from None
     if rtype not in _OFFSET_COMMIT_TYPES:
         return None  # group metadata (2) and the KIP-848/share-group records (3+)

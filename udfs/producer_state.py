@@ -52,6 +52,15 @@ class PartitionState:
             return min(opens)
         return high_watermark
 
+    def replayed_lso(self, log_start_offset: int | None) -> int | None:
+        """The LSO of a replay read to its end (high watermark = ``next_offset``), never below the
+        log start: a snapshot entry whose transaction starts below it (its batches were deleted)
+        pins the LSO at the log start (kafka-formats.md §6)."""
+        lso = self.lso(self.next_offset)
+        if lso is not None and log_start_offset is not None:
+            lso = max(lso, log_start_offset)
+        return lso
+
     def load_snapshot(self, entries: list[dict[str, Any]], snapshot_offset: int) -> None:
         """Seed from a producer snapshot taken at ``snapshot_offset`` (state of offsets < it)."""
         self.producers.clear()
@@ -154,3 +163,12 @@ class PartitionState:
             lcnt = int(last_counted[u])
             if lcnt >= 0:
                 e.last_timestamp = int(max_ts[lcnt])
+
+
+def replay_batches(state: PartitionState, cols: dict[str, np.ndarray], snapshot_offset: int | None) -> None:
+    """Apply a batch table to a partition replay seeded at ``snapshot_offset`` (None: not seeded):
+    only batches at or after the snapshot change the state; a bad CRC skips the batch."""
+    if snapshot_offset is not None:
+        at_or_after = cols["last_offset"] >= snapshot_offset  # the snapshot summarises what lies below
+        cols = {k: v[at_or_after] for k, v in cols.items()}
+    state.apply(cols, cols["crc_valid"] != 0)

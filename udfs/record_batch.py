@@ -169,22 +169,29 @@ def parse_control_record(buf: memoryview, start: int, end: int) -> tuple[int, in
     pos += 1  # attributes
     _, pos = _read_varint(buf, pos, rec_end)  # timestampDelta
     _, pos = _read_varint(buf, pos, rec_end)  # offsetDelta
-    key_len, pos = _read_varint(buf, pos, rec_end)
-    if key_len < 4 or pos + key_len > rec_end:
-        raise ValueError(f"control record key length {key_len} (needs 4 bytes: version, type)")
-    version, ctype = struct.unpack_from(">hh", buf, pos)
-    if version < 0:
-        raise ValueError(f"control record key version {version} is negative")
-    pos += key_len
+    (_, ctype), pos = _versioned(buf, pos, rec_end, _CONTROL_KEY, "control record key", "version, type")
     if ctype not in (0, 1):
         return ctype, -1
-    val_len, pos = _read_varint(buf, pos, rec_end)
-    if val_len < 6 or pos + val_len > rec_end:
-        raise ValueError(f"EndTxnMarker value length {val_len} (needs 6 bytes: version, coordinatorEpoch)")
-    vversion, coord_epoch = struct.unpack_from(">hi", buf, pos)
-    if vversion < 0:
-        raise ValueError(f"EndTxnMarker version {vversion} is negative")
+    (_, coord_epoch), _ = _versioned(buf, pos, rec_end, _END_TXN_MARKER, "EndTxnMarker value",
+                                     "version, coordinatorEpoch", version_name="EndTxnMarker version")
     return ctype, coord_epoch
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version, type
+_END_TXN_MARKER = struct.Struct(">hi")  # EndTxnMarker value: version, coordinatorEpoch
+
+
+def _versioned(buf: memoryview, pos: int, rec_end: int, fmt: struct.Struct, what: str, needs: str,
+               version_name: str | None = None) -> tuple[tuple[int, ...], int]:
+    """A control record's key or value: varint length, then at least ``fmt`` (a non-negative
+    INT16 version first). Returns its fields and the position after it; raises ValueError."""
+    n, pos = _read_varint(buf, pos, rec_end)
+    if n < fmt.size or pos + n > rec_end:
+        raise ValueError(f"{what} length {n} (needs {fmt.size} bytes: {needs})")
+    fields = fmt.unpack_from(buf, pos)
+    if fields[0] < 0:
+        raise ValueError(f"{version_name or what + ' version'} {fields[0]} is negative")
+    return fields, pos + n
 
 
 def scan_batches(
@@ -341,19 +348,17 @@ def iter_records(buf: memoryview, start: int, end: int, count: int):
         pos += 1
         ts_delta, pos = _read_varint(buf, pos, rec_end)
         off_delta, pos = _read_varint(buf, pos, rec_end)
-        klen, pos = _read_varint(buf, pos, rec_end)
-        key = None
-        if klen >= 0:
-            if pos + klen > rec_end:
-                raise ValueError(f"record key length {klen} exceeds the record")
-            key = buf[pos : pos + klen]
-            pos += klen
-        vlen, pos = _read_varint(buf, pos, rec_end)
-        value = None
-        if vlen >= 0:
-            if pos + vlen > rec_end:
-                raise ValueError(f"record value length {vlen} exceeds the record")
-            value = buf[pos : pos + vlen]
-            pos += vlen
+        key, pos = _nullable_bytes(buf, pos, rec_end, "key")
+        value, pos = _nullable_bytes(buf, pos, rec_end, "value")
         yield off_delta, ts_delta, key, value
         pos = rec_end
+
+
+def _nullable_bytes(buf: memoryview, pos: int, rec_end: int, what: str) -> tuple[memoryview | None, int]:
+    """A record's key or value: varint length (-1: null), then the bytes (``DefaultRecord.readFrom``)."""
+    n, pos = _read_varint(buf, pos, rec_end)
+    if n < 0:
+        return None, pos
+    if pos + n > rec_end:
+        raise ValueError(f"record {what} length {n} exceeds the record")
+    return buf[pos : pos + n], pos + n

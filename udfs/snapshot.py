@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,3 +83,54 @@ def decode_snapshot(data: bytes | memoryview, *, source: str | None = None, vali
             "current_txn_first_offset": txn_first,
         })
     return out
+
+
+@dataclass(frozen=True)
+class SnapshotSeed:
+    """The producer snapshot a read of a data partition starts from (detection.md §1)."""
+
+    entries: list[dict[str, Any]]
+    offset: int
+    source_position: str
+
+
+@dataclass(frozen=True)
+class SnapshotCandidate:
+    """A producer snapshot a source found: its offset, where it is, and how to read it.
+
+    ``load`` returns (entries, problems); any problem makes the snapshot unusable, as the broker's
+    ``ProducerStateManager.readSnapshot`` throws ``CorruptSnapshotException`` for a bad CRC, an
+    unknown version or a schema failure (short or long file) and never loads part of it. Seeding
+    from a partial entry list would make the missing producers look absent (epoch 0, "exact").
+    """
+
+    offset: int
+    source_position: str
+    load: Callable[[], tuple[list[dict[str, Any]], list[str]]]
+
+
+def newest_readable_snapshot(
+    candidates: Sequence[SnapshotCandidate],
+) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
+    """The newest readable snapshot (``ProducerStateManager.loadFromSnapshot``: latest first, a
+    corrupt one skipped for the next newest), and (source position, reason) of each one skipped."""
+    skipped: list[tuple[str, str]] = []
+    for c in sorted(candidates, key=lambda c: c.offset, reverse=True):
+        entries, problems = c.load()
+        if not problems:
+            return SnapshotSeed(entries, c.offset, c.source_position), skipped
+        skipped.append((c.source_position, f"producer snapshot at offset {c.offset} unreadable, not used "
+                        f"(the broker skips it too and loads the next newest): {'; '.join(problems)}"))
+    return None, skipped
+
+
+def read_snapshot_file(path: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """A ``.snapshot`` file's entries and the problems that make it unusable (a
+    :class:`SnapshotCandidate`'s ``load`` for a file on disk)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return [], [f"cannot read {path}: {exc.strerror}"]
+    snap = decode_snapshot(data, source=path)
+    return snap.entries, [f"{e.reason} (byte {e.position})" for e in snap.errors]

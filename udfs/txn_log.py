@@ -1,4 +1,5 @@
-"""Decoder for ``__transaction_state`` records (kafka-formats.md §5).
+"""The ``__transaction_state`` decoder (kafka-formats.md §5): the one place whose code turns the
+coordinator log's bytes into records.
 
 Keys are ``TransactionLogKey`` v0 (the only version ever written). Values are
 ``TransactionLogValue`` v0 (non-flexible, every coordinator before 4.0 and 4.x with
@@ -6,15 +7,52 @@ Keys are ``TransactionLogKey`` v0 (the only version ever written). Values are
 fields 0 PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion, 3 NextProducerEpoch;
 unknown tags are skipped by their size. A null value is a tombstone (the coordinator expired the
 transactional id). The coordinator epoch of a record is its batch's ``partitionLeaderEpoch``.
+
+One entry point, :func:`decode_txn_log` (``decode_txn_log_segment``: every record;
+``decode_txn_log_reduced``: only those :func:`reduce_coordinator_records` keeps), one way through:
+
+1. the batch table (:func:`udfs.record_batch.scan_batches`); control batches and batches that
+   failed their CRC are skipped (never believed: the broker never applies one,
+   ``LogSegment.recover`` -> ``RecordBatch.ensureValid``), their errors are the scan's;
+2. the record framing of every batch (length, attributes, timestamp and offset deltas, key and
+   value lengths), the ``TransactionLogKey`` and the whole ``TransactionLogValue`` (v0 and v1:
+   fixed prefix, partitions, timestamps, tagged fields) are walked for all records at once with
+   numpy index arithmetic (:func:`_walk_records`), which *checks* every record and extracts
+   what the reduction needs (transactional id, tombstone, producer id, PreviousProducerId);
+3. a batch with anything the walk does not take on trust (and every batch when nothing is reduced:
+   all records become dicts then, the walk would only check them twice) (a check failing, a varint longer than 4
+   bytes, a non-ASCII string, element tagged fields, more than ``MAX_RECORDS`` records, more than
+   ``MAX_TOPICS`` topics, compression, a null key, ...) goes record by record through
+   :func:`decode_batch`, which keeps its good records and names each bad one in an error;
+4. with ``reduce``, the reduction runs on arrays (a stable sort by transactional id: a record is
+   kept when it is a tombstone or its neighbour of the same id, before or after, has another
+   (producer id, previous producer id) or is missing);
+5. the records kept become dicts through :func:`make_record` (:func:`decode_txn_key` and
+   :func:`decode_txn_value`): the walk only decides which records and checks them, every field of
+   a record is read by these two functions, on both paths.
+
+Binary records always carry TransactionStartTimestampMs, so the reduction's rule for text dumps
+without it (keep each move to Ongoing) never applies to step 4; :func:`reduce_coordinator_records`
+(the same rule on record dicts, for dump text) has it.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from udfs.model import TXN_STATES, DecodeError
 from udfs.record_batch import HEADER_SIZE, BatchScan, iter_records, scan_batches
+from udfs.varint import read_uvarint
+
+MAX_RECORDS = 64  # records per batch taken by the vectorised walk (the coordinator writes 1)
+MAX_TOPICS = 256  # topics per TransactionLogValue taken by the vectorised walk
+MAX_TAGS = 16  # tagged fields per value taken by the vectorised walk
+_PAD = 16
 
 # TransactionLogValue's fixed fields after the version: ProducerId, ProducerEpoch,
 # TransactionTimeoutMs, TransactionStatus (the same in v0 and v1: v1's new fields are tagged, at the end).
@@ -66,17 +104,12 @@ class _Reader:
         return b
 
     def uvarint(self) -> int:
-        shift = 0
-        out = 0
-        while True:
-            if self.pos >= self.end or shift > 63:
-                raise ValueError(f"unsigned varint runs past the value at byte {self.pos}")
-            b = self.buf[self.pos]
-            self.pos += 1
-            out |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return out
-            shift += 7
+        pos = self.pos
+        if pos < self.end and self.buf[pos] < 0x80:  # one byte: nearly every length and count here
+            self.pos = pos + 1
+            return self.buf[pos]
+        value, self.pos = read_uvarint(self.buf, pos, self.end)
+        return value
 
     def utf8(self, n: int) -> str:
         try:
@@ -213,8 +246,9 @@ def make_record(cols: dict[str, list[Any]], i: int, off_delta: int, ts_delta: in
 
 def decode_batch(buf: memoryview, cols: dict[str, list[Any]], i: int, base_position: int, source: str | None,
                  records: list[dict[str, Any]], errors: list[DecodeError]) -> None:
-    """Decode the records of batch ``i`` into ``records``; problems go to ``errors`` (a bad
-    record is skipped, a batch whose record framing is bad is skipped whole)."""
+    """Decode the records of batch ``i`` one by one into ``records`` (step 3 of the module
+    docstring: the batches the walk does not take); problems go to ``errors`` (a bad record is
+    skipped, a batch whose record framing is bad is skipped whole)."""
     pos = int(cols["position"][i]) - base_position
     base_offset = int(cols["base_offset"][i])
     if cols["is_control"][i]:
@@ -240,16 +274,18 @@ def decode_batch(buf: memoryview, cols: dict[str, list[Any]], i: int, base_posit
                                       f"{base_offset + off_delta}: {exc}", source, base_offset=base_offset))
 
 
-def decode_txn_log_segment(
+def decode_txn_log(
     data: bytes | memoryview,
     *,
+    reduce: bool = False,
     validate_crc: bool = True,
     source: str | None = None,
     base_position: int = 0,
     allow_partial_tail: bool = False,
     scan: BatchScan | None = None,
 ) -> tuple[list[dict[str, Any]], BatchScan]:
-    """Decode every record of a ``__transaction_state`` segment (or Fetch records field).
+    """The records of a ``__transaction_state`` segment (or Fetch records field), in offset order:
+    all of them, or with ``reduce`` only those :func:`reduce_coordinator_records` keeps.
 
     Returns (records, scan); decode problems are appended to ``scan.errors`` and the record is
     skipped (never an exception). Each record dict has all ``udfs.model.TXN_RECORD_KEYS``.
@@ -257,13 +293,302 @@ def decode_txn_log_segment(
     if scan is None:
         scan = scan_batches(data, validate_crc=validate_crc, source=source, base_position=base_position,
                             allow_partial_tail=allow_partial_tail)
-    buf = memoryview(data).cast("B")
-    cols = batch_columns(scan)
-    records: list[dict[str, Any]] = []
-    for i in range(len(scan)):
-        decode_batch(buf, cols, i, base_position, source, records, scan.errors)
+    errors0 = list(scan.errors)
+    by_record: set[int] = set()
+    while True:
+        out = _decode(memoryview(data).cast("B"), scan, source, base_position, reduce, by_record)
+        if isinstance(out, list):
+            break
+        # The walk accepted a batch that make_record rejects: never trust the walk there, decode
+        # that batch record by record (its errors are then exactly the record decoder's).
+        scan.errors[:] = errors0
+        by_record.add(out)
     scan.errors.sort(key=lambda e: e.position)
-    return records, scan
+    return out, scan
+
+
+def decode_txn_log_segment(data: bytes | memoryview, **kw: Any) -> tuple[list[dict[str, Any]], BatchScan]:
+    """Every record of a ``__transaction_state`` segment: :func:`decode_txn_log` without reduction."""
+    return decode_txn_log(data, reduce=False, **kw)
+
+
+def decode_txn_log_reduced(data: bytes | memoryview, **kw: Any) -> tuple[list[dict[str, Any]], BatchScan]:
+    """``reduce_coordinator_records(decode_txn_log_segment(...)[0])`` and the same scan, without a
+    dict for the records the reduction drops: :func:`decode_txn_log` with ``reduce``."""
+    return decode_txn_log(data, reduce=True, **kw)
+
+
+def _decode(buf: memoryview, scan: BatchScan, source: str | None, base_position: int, reduce: bool,
+            by_record: set[int]) -> list[dict[str, Any]] | int:
+    """Steps 2-5 of the module docstring. Returns the records, or the index of a batch the walk
+    accepted and :func:`make_record` did not (the caller decodes it by record)."""
+    if not len(scan):
+        return []
+    c = scan.columns
+    start = c["position"].astype(np.int64) - base_position
+    end = start + c["batch_size"].astype(np.int64)
+    count = c["record_count"].astype(np.int64)
+    skipped = c["is_control"].astype(bool) | (c["crc_valid"] == 0)
+    cols = batch_columns(scan)
+    slow_recs: list[dict[str, Any]] = []
+    if not reduce:
+        # Every record becomes a dict: the walk would only check them twice (it pays where the
+        # reduction drops most records without building them). Batch order, then order within
+        # the batch, is file order.
+        for i in np.flatnonzero(~skipped).tolist():
+            decode_batch(buf, cols, i, base_position, source, slow_recs, scan.errors)
+        return slow_recs
+    # offsets and timestamps kept far from int64 overflow
+    walk_b = ~skipped & (c["compression"] == 0) & (count <= MAX_RECORDS) & (start >= 0) & (end <= len(buf)) & \
+        (np.abs(c["base_offset"]) < 1 << 60) & (np.abs(c["base_timestamp"]) < 1 << 60)
+    if by_record:
+        walk_b[list(by_record)] = False
+    w = _walk_records(buf, start, end, count, walk_b)  # clears walk_b for the batches it does not take
+
+    slow_at: list[int] = []
+    for i in np.flatnonzero(~walk_b & ~skipped).tolist():
+        before = len(slow_recs)
+        decode_batch(buf, cols, i, base_position, source, slow_recs, scan.errors)
+        slow_at += [i] * (len(slow_recs) - before)
+
+    # step 4: every record in file order (batch, then order within the batch), then the reduction
+    n_fast = len(w["batch"])
+    all_b = np.concatenate((w["batch"], np.array(slow_at, dtype=np.int64)))
+    all_k = np.concatenate((w["index"], np.arange(len(slow_recs), dtype=np.int64)))
+    is_slow = np.concatenate((np.zeros(n_fast, dtype=bool), np.ones(len(slow_recs), dtype=bool)))
+    which = np.concatenate((np.arange(n_fast), np.arange(len(slow_recs))))
+    seq = np.lexsort((all_k, all_b))
+    codes = w["codes"]
+    s_tid = [codes.setdefault(r["transactional_id"], len(codes)) for r in slow_recs]
+    s_tomb = [r["tombstone"] for r in slow_recs]
+    s_pid = [-1 if r["tombstone"] else r["producer_id"] for r in slow_recs]
+    s_prev = [-1 if r["tombstone"] else r["prev_producer_id"] for r in slow_recs]
+    keep = _run_ends(np.concatenate((w["tid"], np.array(s_tid, dtype=np.int64)))[seq],
+                     np.concatenate((w["tomb"], np.array(s_tomb, dtype=bool)))[seq],
+                     np.concatenate((w["pid"], np.array(s_pid, dtype=np.int64)))[seq],
+                     np.concatenate((w["prev"], np.array(s_prev, dtype=np.int64)))[seq])
+    seq = seq[keep]
+
+    # step 5
+    out: list[dict[str, Any]] = []
+    rb, roff, rts = w["batch"], w["offset_delta"], w["ts_delta"]
+    rks, rkl, rvs, rvl = w["key_start"], w["key_len"], w["value_start"], w["value_len"]
+    for slow, r in zip(is_slow[seq].tolist(), which[seq].tolist(), strict=True):
+        if slow:
+            out.append(slow_recs[r])
+            continue
+        i = int(rb[r])
+        ks, kl, vs, vl = int(rks[r]), int(rkl[r]), int(rvs[r]), int(rvl[r])
+        try:
+            out.append(make_record(cols, i, int(roff[r]), int(rts[r]), buf[ks : ks + kl],
+                                   None if vl < 0 else buf[vs : vs + vl]))
+        except (ValueError, struct.error):
+            return i
+    return out
+
+
+def _run_ends(tid: np.ndarray, tomb: np.ndarray, pid: np.ndarray, prev: np.ndarray) -> np.ndarray:
+    """Which records (file order) :func:`reduce_coordinator_records` keeps of binary records (which
+    always carry TransactionStartTimestampMs): tombstones and the first and last record of every
+    run of one transactional id with the same (producer id, previous producer id)."""
+    m = len(tid)
+    by_id = np.lexsort((np.arange(m), tid))  # by id, file order within an id
+    st, stb, spi, spp = tid[by_id], tomb[by_id], pid[by_id], prev[by_id]
+    same = np.zeros(m, dtype=bool)  # same run as the previous record of the id
+    if m > 1:
+        same[1:] = (st[1:] == st[:-1]) & ~stb[1:] & ~stb[:-1] & (spi[1:] == spi[:-1]) & (spp[1:] == spp[:-1])
+    same_next = np.zeros(m, dtype=bool)
+    same_next[:-1] = same[1:]
+    keep = np.zeros(m, dtype=bool)
+    keep[by_id] = stb | ~same | ~same_next
+    return keep
+
+
+def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np.ndarray,
+                  walk_b: np.ndarray) -> dict[str, Any]:
+    """Step 2 of the module docstring for the batches ``walk_b`` marks; a batch with any record
+    the walk does not take is cleared from ``walk_b`` and none of its records is returned.
+
+    Returns per record (batch order, then record order) its batch, index in the batch, offset
+    and timestamp deltas, key and value (start, length; length -1: null), and for the reduction
+    the transactional id coded as an integer (``codes``: id → code), tombstone, producer id and
+    PreviousProducerId."""
+    names = ("batch", "index", "offset_delta", "ts_delta", "key_start", "key_len", "value_start", "value_len")
+    if not walk_b.any():
+        none = np.empty(0, dtype=np.int64)
+        return {**dict.fromkeys((*names, "pid", "prev", "tid"), none), "tomb": np.empty(0, dtype=bool), "codes": {}}
+    arr = np.zeros(len(buf) + _PAD, dtype=np.uint8)
+    arr[: len(buf)] = np.frombuffer(buf, dtype=np.uint8)
+    hi_cum = np.concatenate(([0], np.cumsum(arr >= 0x80)))
+
+    # record framing, record k of every walked batch at once
+    rb, rk, roff, rts, rks, rkl, rvs, rvl = ([] for _ in range(8))
+    pos = start + HEADER_SIZE
+    for k in range(int(count[walk_b].max(initial=0))):
+        idx = np.flatnonzero(walk_b & (count > k))
+        if not len(idx):
+            break
+        p, e = pos[idx], end[idx]
+        length, p, ok = _varint(arr, p, e)
+        rec_end = p + length
+        ok &= (length >= 0) & (rec_end <= e)
+        p = p + 1
+        ts, p, g = _varint(arr, p, rec_end)
+        ok &= g
+        off, p, g = _varint(arr, p, rec_end)
+        ok &= g
+        kl, p, g = _varint(arr, p, rec_end)
+        ok &= g & (kl >= 0) & (p + kl <= rec_end)  # a null key is an error: decoded by record
+        ks = p
+        p = p + np.maximum(kl, 0)
+        vl, p, g = _varint(arr, p, rec_end)
+        ok &= g & ((vl < 0) | (p + vl <= rec_end))
+        walk_b[idx[~ok]] = False
+        for col, v in zip((rb, rk, roff, rts, rks, rkl, rvs, rvl), (idx, np.full(len(idx), k), off, ts, ks, kl, p, vl),
+                          strict=True):
+            col.append(v)
+        pos[idx] = rec_end
+    if rb:
+        r = {name: np.concatenate(x) for name, x in zip(names, (rb, rk, roff, rts, rks, rkl, rvs, rvl), strict=True)}
+        order = np.lexsort((r["index"], r["batch"]))
+        r = {name: x[order] for name, x in r.items()}
+    else:
+        r = {name: np.empty(0, dtype=np.int64) for name in names}
+
+    # keys (INT16 version 0, INT16 length, ASCII id) and values
+    rks, rkl, rvs, rvl = r["key_start"], r["key_len"], r["value_start"], r["value_len"]
+    ok = (rkl >= 4) & (_int(arr, rks, 2) == 0)
+    n = _int(arr, rks + 2, 2)
+    ok &= (n >= 0) & (4 + n <= rkl) & _ascii(hi_cum, rks + 4, n)
+    tomb = rvl < 0
+    vok, pid, prev = _walk_value(arr, hi_cum, np.where(tomb, 0, rvs), np.where(tomb, 0, rvl))
+    ok &= tomb | vok
+    walk_b[np.unique(r["batch"][~ok])] = False
+    live = walk_b[r["batch"]]
+    r = {name: x[live] for name, x in r.items()}
+    r["tomb"], r["pid"], r["prev"], n = tomb[live], pid[live], prev[live], n[live]
+
+    # transactional ids: the ASCII bytes as fixed-width rows, coded by np.unique, decoded once each
+    codes: dict[str, int] = {}
+    width = int(n.max(initial=0))
+    if len(n):
+        idx = np.minimum((r["key_start"] + 4)[:, None] + np.arange(max(width, 1)), len(arr) - 1)
+        grid = np.where(np.arange(max(width, 1)) < n[:, None], arr[idx], 0).astype(np.uint8)
+        # the length is part of the key: an id may end in NUL bytes
+        keyed = np.concatenate((n.astype(">u2").view(np.uint8).reshape(-1, 2), grid), axis=1)
+        _uniq, first_at, inverse = np.unique(np.ascontiguousarray(keyed).view(f"V{keyed.shape[1]}").ravel(),
+                                             return_index=True, return_inverse=True)
+        ids = [bytes(grid[j, : n[j]]).decode("ascii") for j in first_at.tolist()]
+        for name in ids:
+            codes.setdefault(name, len(codes))
+        r["tid"] = np.array([codes[name] for name in ids], dtype=np.int64)[inverse.ravel()]
+    else:
+        r["tid"] = np.empty(0, dtype=np.int64)
+    r["codes"] = codes
+    return r
+
+
+def _int(arr: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
+    """Big-endian signed integers of ``size`` bytes at ``pos`` (clipped: callers mask what they trust)."""
+    pos = np.clip(pos, 0, len(arr) - _PAD)
+    b = arr[pos[:, None] + np.arange(size)]
+    return np.ascontiguousarray(b).view(f">i{size}").ravel().astype(np.int64)
+
+
+def _uvarint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, position after, ok) of unsigned varints of at most 4 bytes ending by ``limit``."""
+    pos = np.clip(pos, 0, len(arr) - _PAD)
+    b0 = arr[pos]
+    if not (b0 & 0x80).any():  # all one byte long (the usual case)
+        return b0.astype(np.int64), pos + 1, pos + 1 <= limit
+    b = arr[pos[:, None] + np.arange(4)].astype(np.int64)
+    cont = (b & 0x80) != 0
+    # length: 1 + number of leading continuation bytes (a 5th byte means "too long for us")
+    n = np.where(~cont[:, 0], 1, np.where(~cont[:, 1], 2, np.where(~cont[:, 2], 3, np.where(~cont[:, 3], 4, 5))))
+    val = b[:, 0] & 0x7F
+    for j in range(1, 4):
+        val = np.where(n > j, val | ((b[:, j] & 0x7F) << (7 * j)), val)
+    ok = (n <= 4) & (pos + n <= limit)
+    return val, pos + n, ok
+
+
+def _varint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Zigzag varints of at most 4 bytes (the record framing's)."""
+    raw, end, ok = _uvarint(arr, pos, limit)
+    return (raw >> 1) ^ -(raw & 1), end, ok
+
+
+def _ascii(hi_cum: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Whether the bytes [start, start+length) are all ASCII (so valid UTF-8 decoding to themselves)."""
+    s = np.clip(start, 0, len(hi_cum) - 1)
+    e = np.clip(start + np.maximum(length, 0), 0, len(hi_cum) - 1)
+    return hi_cum[e] == hi_cum[s]
+
+
+def _walk_value(arr: np.ndarray, hi_cum: np.ndarray, vs: np.ndarray, vlen: np.ndarray):
+    """Check TransactionLogValues [vs, vs+vlen) as :func:`decode_txn_value` reads them.
+    Returns (ok, producer id, previous producer id) per value."""
+    ve = vs + vlen
+    ok = vlen >= 17  # INT16 version + the fixed prefix (INT64, INT16, INT32, INT8)
+    version = _int(arr, vs, 2)
+    ok &= (version == 0) | (version == 1)
+    pid = _int(arr, vs + 2, 8)
+    status = _int(arr, vs + 16, 1)
+    ok &= (status >= 0) & (status <= 7)
+    prev = np.full(len(vs), -1, dtype=np.int64)
+    p = vs + 17
+    v0 = ok & (version == 0)
+    v1 = ok & (version == 1)
+    # v0: INT32 count (-1 = null), per topic INT16 length + bytes, INT32 count + INT32s
+    ok0 = v0 & (p + 4 <= ve)
+    count = np.where(ok0, _int(arr, p, 4), 0)
+    ok0 &= (count >= -1) & (count <= MAX_TOPICS)
+    p0 = p + 4
+    for t in range(int(count[ok0].max(initial=0))):
+        act = ok0 & (count > t)
+        n = _int(arr, p0, 2)
+        ok0 &= ~act | ((p0 + 2 <= ve) & (n >= 0) & (p0 + 2 + n <= ve) & _ascii(hi_cum, p0 + 2, n))
+        act &= ok0
+        q = p0 + 2 + n
+        parts = _int(arr, q, 4)
+        ok0 &= ~act | ((q + 4 <= ve) & (parts >= 0) & (q + 4 + 4 * parts <= ve))
+        act &= ok0
+        p0 = np.where(act, q + 4 + 4 * parts, p0)
+    ok0 &= p0 + 16 <= ve
+    # v1: compact arrays and strings (uvarint length + 1), element tags, then value tags
+    cnt, p1, ok1 = _uvarint(arr, p, ve)
+    ok1 &= v1 & (cnt - 1 <= MAX_TOPICS)
+    cnt = np.where(ok1, cnt - 1, 0)
+    for t in range(int(cnt[ok1].max(initial=0))):
+        act = ok1 & (cnt > t)
+        n, q, good = _uvarint(arr, p1, ve)
+        n -= 1
+        good &= (n >= 0) & (q + n <= ve) & _ascii(hi_cum, q, n)
+        q = q + n
+        parts, q, g2 = _uvarint(arr, q, ve)
+        parts -= 1
+        good &= g2 & (parts >= 0) & (q + 4 * parts <= ve)
+        q = q + 4 * parts
+        ntag, q, g3 = _uvarint(arr, q, ve)
+        good &= g3 & (ntag == 0)  # element tagged fields: left to the Python decoder
+        ok1 &= ~act | good
+        p1 = np.where(act & ok1, q, p1)
+    ok1 &= p1 + 16 <= ve
+    p1 = p1 + 16
+    ntags, p1, g = _uvarint(arr, p1, ve)
+    ok1 &= g & (ntags <= MAX_TAGS)
+    ntags = np.where(ok1, ntags, 0)
+    for _ in range(int(ntags.max(initial=0))):
+        act = ok1 & (ntags > _)
+        tag, q, g1 = _uvarint(arr, p1, ve)
+        size, q, g2 = _uvarint(arr, q, ve)
+        good = g1 & g2 & (q + size <= ve)
+        good &= np.where((tag == 0) | (tag == 1), size >= 8, np.where((tag == 2) | (tag == 3), size >= 2, True))
+        ok1 &= ~act | good
+        act &= ok1
+        prev = np.where(act & (tag == 0), _int(arr, q, 8), prev)
+        p1 = np.where(act, q + size, p1)
+    return (ok0 | ok1) & ok, pid, prev
 
 
 def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -307,3 +632,31 @@ def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, 
             keep[i] = True
         next_key[tid] = run_keys[i]
     return [r for r, k in zip(records, keep, strict=True) if k]
+
+
+@dataclass
+class CoordinatorReplay:
+    """What a read of a ``__transaction_state`` partition needs from the records before it:
+    transactional id → last producer id (to route tombstones and supersessions), the highest
+    partitionLeaderEpoch (= coordinator epoch, kafka-formats.md §5.6) and the next offset."""
+
+    known: dict[str, int] = field(default_factory=dict)
+    max_epoch: int = -1
+    next_offset: int | None = None
+
+    def copy(self) -> CoordinatorReplay:
+        return CoordinatorReplay(dict(self.known), self.max_epoch, self.next_offset)
+
+    def fold(self, records: Sequence[dict[str, Any]], leader_epoch: int = -1, next_offset: int | None = None) -> None:
+        """Replay records (offset order) without emitting events: a prefix before the read."""
+        for r in records:
+            if r["tombstone"]:
+                self.known.pop(r["transactional_id"], None)
+            else:
+                self.known[r["transactional_id"]] = r["producer_id"]
+        self.advance(leader_epoch, next_offset)
+
+    def advance(self, leader_epoch: int, next_offset: int | None) -> None:
+        self.max_epoch = max(self.max_epoch, leader_epoch)
+        if next_offset is not None:
+            self.next_offset = next_offset

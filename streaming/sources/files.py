@@ -46,7 +46,7 @@ from streaming.partition_read import (
     newest_readable_snapshot,
     txn_partition_events,
 )
-from streaming.sources.logdir import TXN_TOPIC, parse_partition_dir
+from streaming.sources.log_layout import TXN_TOPIC, parse_partition_dir
 from udfs.checkpoint import CHECKPOINT_FILE, END_CHECKPOINT_FILES, parse_log_start_checkpoint
 from udfs.dump_text import DumpFile, detect_dump, merge_segments, parse_dump
 from udfs.producer_state import PartitionState

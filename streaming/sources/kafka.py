@@ -11,7 +11,9 @@ coordinator log is never throttled), ``fetch_max_bytes`` (per Fetch request), ``
 partition), ``broker_timeout_ms`` (default ``min(request_timeout_ms, 10000)``: all brokers are
 asked at once and a broker that has not answered by then leaves its partitions *unavailable*
 for that trigger, so one stalled broker does not hold up the others),
-``probe_follow_after_ms``, ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
+``probe_follow_after_ms``, ``max_input_partitions`` (default 16: at most this many Spark input
+partitions per micro-batch; a larger cluster's brokers share them, each still read with one
+request per leader; 0 = one per broker), ``client_id``, ``request_timeout_ms``, ``retries``, ``retry_backoff_ms``,
 ``empty_fetch_retries`` (default 4: how often an empty answer below the planned end is retried,
 with a metadata refresh and doubling backoff, before the unread rest is left to the next plan),
 ``unread_ledger`` (set by ``pipeline.start_query``: the file through which ``foreachBatch`` tells

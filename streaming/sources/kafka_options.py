@@ -12,6 +12,11 @@ from streaming.sources.kafka_unread import LEDGER_OPTION
 
 TXN_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
+#: Default ``max_input_partitions``: a micro-batch is at most this many Spark tasks. A cluster of
+#: up to 16 brokers keeps one input partition per broker; on a 1,000-broker cluster one task per
+#: broker would cost Spark's per-task overhead a thousand times per trigger while most tasks hold
+#: a handful of partitions (bench/cluster_scale.py).
+MAX_INPUT_PARTITIONS = 16
 
 
 def parse_options(options: dict[str, str]) -> dict[str, Any]:
@@ -59,6 +64,9 @@ def parse_options(options: dict[str, str]) -> dict[str, Any]:
         "broker_timeout_ms": int(options.get("broker_timeout_ms") or min(int(options.get("request_timeout_ms",
                                                                                          "30000")), 10000)),
         "groups_per_broker": max(1, int(options.get("groups_per_broker", "1"))),
+        # at most this many Spark input partitions per micro-batch: beyond it, brokers' groups
+        # share one (kafka_partitions.input_partitions); 0 = one per broker however many
+        "max_input_partitions": max(0, int(options.get("max_input_partitions", str(MAX_INPUT_PARTITIONS)))),
         "read_mode": read_mode(options.get("read_mode", "full"), start),
         "probe_bytes": int(options.get("probe_bytes", str(16 << 10))),
         "probe_follow_after_ms": int(options.get("probe_follow_after_ms", "900000")),

@@ -39,16 +39,20 @@ class KafkaPartition(InputPartition):
 
 class KafkaGroup(InputPartition):
     """One Spark input partition: partitions led by one broker (or a share of them, see
-    ``groups_per_broker``), read together with multi-partition Fetch requests."""
+    ``groups_per_broker``), read together with multi-partition Fetch requests. Beyond
+    ``max_input_partitions`` groups, several brokers' partitions share one (``broker`` is then
+    -1): the reader still sends one request per leader, to all leaders at once."""
 
     def __init__(self, broker: int, parts: list[KafkaPartition]) -> None:
         self.broker = broker
         self.parts = parts
 
 
-def input_partitions(start: PlanState, end: PlanState, groups_per_broker: int) -> list[KafkaGroup]:
+def input_partitions(start: PlanState, end: PlanState, groups_per_broker: int,
+                     max_groups: int = 0) -> list[KafkaGroup]:
     """The reads of the micro-batch ``(start, end]``: one group per leader broker (at most
-    ``groups_per_broker`` per broker), as Spark's ``partitions(start, end)``."""
+    ``groups_per_broker`` per broker), as Spark's ``partitions(start, end)``; more than
+    ``max_groups`` groups (0: no bound) are dealt round-robin into ``max_groups``."""
     by_broker: dict[int, list[KafkaPartition]] = {}
     for part in planned_ranges(start, end):
         k = tp_key(part.topic, part.partition)
@@ -61,7 +65,12 @@ def input_partitions(start: PlanState, end: PlanState, groups_per_broker: int) -
             part.read_from_zero = bool(part.from_log_start) and facts.log_start == 0
         by_broker.setdefault(facts.leader if facts is not None else -1, []).append(part)
     n = groups_per_broker
-    return [KafkaGroup(b, parts[i::n]) for b, parts in sorted(by_broker.items()) for i in range(min(n, len(parts)))]
+    groups = [KafkaGroup(b, parts[i::n]) for b, parts in sorted(by_broker.items()) for i in range(min(n, len(parts)))]
+    if not max_groups or len(groups) <= max_groups:
+        return groups
+    packed = [groups[i::max_groups] for i in range(max_groups)]
+    return [KafkaGroup(share[0].broker if len({g.broker for g in share}) == 1 else -1,
+                       [p for g in share for p in g.parts]) for share in packed]
 
 
 def planned_ranges(start: PlanState, end: PlanState) -> list[KafkaPartition]:
@@ -69,7 +78,14 @@ def planned_ranges(start: PlanState, end: PlanState) -> list[KafkaPartition]:
     out = []
     clock = max(end.clock, 0)
     probe = end.probe is not None
+    emit = set(end.emit) if probe else set()
+    txn_prefix = TXN_TOPIC + "\t"
     for k, pos in end.parts.items():
+        if (probe and k not in end.unavail and k not in end.reads and k not in emit and k not in end.closes
+                and k not in end.resets and not k.startswith(txn_prefix)):
+            # probe mode, nothing changed there: no row at all (the driver keeps its last facts);
+            # decided before any per-partition work, as most of a large cluster's partitions are so
+            continue
         t, p = split_key(k)
         e, from_start = pos.next, pos.from_log_start
         s = start.parts.get(k)
@@ -79,8 +95,6 @@ def planned_ranges(start: PlanState, end: PlanState) -> list[KafkaPartition]:
             continue
         reset = end.resets.get(k)
         if probe and t != TXN_TOPIC:
-            if k not in end.reads and k not in end.emit and k not in end.closes and reset is None:
-                continue  # nothing changed there: no row at all (the driver keeps its last facts)
             r = end.reads.get(k)
             part = KafkaPartition(t, p, r.start if r else e, r.end if r else e, clock, False, reset)
             part.probe, part.note = (r.window, r.note) if r else (False, None)

@@ -15,13 +15,13 @@ import numpy as np
 import pandas as pd
 
 from streaming.availability import UNAVAILABLE_PREFIX, unavailable_reason
-from streaming.events import to_frame
 from streaming.normalize import gap_event, lso_passed_event, progress_event
 from streaming.partition_read import (
     BatchPiece,
     CoordinatorReplay,
     Offsets,
     ReadContext,
+    ReadRows,
     TxnPiece,
     data_partition_events,
     txn_partition_events,
@@ -270,7 +270,6 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
     multi-partition Fetch requests.
     """
     w = client_for(opts)
-    frames: list[pd.DataFrame] = []
     rows: list[dict[str, Any]] = []  # single-row results (gaps of unavailable partitions, idle progress)
     reads: list[tuple[KafkaPartition, _RangeRead, Any, str | None]] = []
     for part in parts:
@@ -300,15 +299,18 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
             continue
         reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc, broken))
     _read_ranges(w, [r for _, r, _, _ in reads])
+    # every partition's rows gathered untyped and typed once for the whole group: pandas' cost
+    # per frame and per to_frame call, paid per partition, dominated a trigger at thousands of
+    # partitions read (bench/cluster_scale.py)
+    out = ReadRows()
     for part, r, acc, broken in reads:
         # a coordinator partition read with a gap (or on an incomplete replay) is incomplete from
         # there on (detection.md §0): no progress row, so the view is never "complete and empty"
         incomplete = part.topic == TXN_TOPIC and (broken is not None or bool(r.gaps))
         broker = None if r.unavailable or incomplete else _broker_offsets(w, part.topic, part.partition, r.last)
-        frames.append(_events_of(part, opts, r, acc, broker))
-    if rows:
-        frames.append(to_frame(rows))
-    return pd.concat(frames, ignore_index=True) if frames else to_frame([])
+        _events_of(part, opts, r, acc, broker, out)
+    out.rows += [{k: v for k, v in r.items() if v is not None} for r in rows]
+    return out.frame()
 
 
 def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: CoordinatorReplay | None) -> dict[str, Any]:
@@ -365,20 +367,22 @@ def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition,
 
 
 def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: CoordinatorReplay | None,
-               broker: Offsets | None) -> pd.DataFrame:
-    """Events of one partition's read; no progress row when it became unreadable (``broker`` None)."""
+               broker: Offsets | None, out: ReadRows) -> None:
+    """Events of one partition's read, gathered untyped into ``out`` (:func:`read_group` types
+    the group's rows once); no progress row when it became unreadable (``broker`` None)."""
     t, p = part.topic, part.partition
     ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start,
                       read_from_zero=part.read_from_zero, txn_partition_count=part.txn_partition_count)
     position = f"{t}-{p}@offset {part.end}"
+    mine = ReadRows()
     if t == TXN_TOPIC:
         pieces = []
         for raw in r.raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
             recs = [x for x in recs if part.start <= x["offset"] < part.end]
             pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
-        out = txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
-                                   progress_position=position, end_proven=not part.lagging)
+        txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
+                             progress_position=position, end_proven=not part.lagging, collect=mine)
         if broker is None:  # unreadable or incomplete (read_group): never memoised
             _TXN_MEMO.pop((opts["bootstrap"], p), None)
         else:
@@ -390,19 +394,21 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
             pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
         # read to the high watermark it was planned to (live standard, detection.md §0) unless lagging
-        out = data_partition_events(ctx, pieces, gaps=r.gaps, broker=broker or Offsets(None, None, None),
-                                    progress_position=position, end_proven=not part.lagging)
-    if part.lagging:
-        out["lagging"] = pd.array([True] * len(out), dtype="boolean")
-    if part.probe:
-        # a window read from the LSO: rows say where it starts (the state knows what it skipped)
-        out.loc[out["kind"].isin(("data", "marker")), "lso"] = part.start
-    return out if broker is not None else _without_progress(out)
-
-
-def _without_progress(df: pd.DataFrame) -> pd.DataFrame:
-    """A partition that became unreadable mid-read was not read up to now: no progress row."""
-    return df[df["kind"] != "progress"].reset_index(drop=True)
+        data_partition_events(ctx, pieces, gaps=r.gaps, broker=broker or Offsets(None, None, None),
+                              progress_position=position, end_proven=not part.lagging, collect=mine)
+    for f in mine.frames:  # span and marker rows (data_events)
+        if part.lagging:
+            f["lagging"] = pd.array([True] * len(f), dtype="boolean")
+        if part.probe:
+            # a window read from the LSO: rows say where it starts (the state knows what it skipped)
+            f["lso"] = part.start
+    for row in mine.rows:  # coordinator, gap and progress rows
+        if part.lagging:
+            row["lagging"] = True
+    if broker is None:  # became unreadable mid-read, so not read up to now: no progress row
+        mine.rows = [row for row in mine.rows if row["kind"] != "progress"]
+    out.frames += mine.frames
+    out.rows += mine.rows
 
 
 def _leader_epoch(scan: BatchScan) -> int:

@@ -1,14 +1,14 @@
-"""Broker-shaped log directories: layout, planning and reading. Pure (no Spark).
+"""Steps 2 and 3 of a log-dir read, *read* and *decode*: the bytes of segment, snapshot and
+checkpoint files, decoded by :mod:`udfs` into batch tables, ``__transaction_state`` records and
+producer snapshots, and the partition replays they feed. Pure (no Spark); builds no event.
 
-A log dir holds one folder per partition, ``<topic>-<partition>``, with segment files
-``<20-digit base offset>.log`` and producer snapshots ``<20-digit offset>.snapshot`` (index files
-and ``-delete``/``-future`` folders are ignored). A position in a partition is (segment base
-offset, byte position in that segment); a partition is read in segment order, so events come in
-offset order across segments.
-
-The ``segments`` Spark source plans with :func:`plan_partition` on the driver (header scan of the
-new bytes only: finds the last whole batch and the newest timestamp) and reads with
-:func:`read_range` on executors.
+Where this sits (the module docstring of :mod:`streaming.sources.segments` has the call trace):
+:mod:`streaming.sources.log_layout` lists the files (step 1, re-exported here for importers),
+this module reads and decodes them (:func:`read_partition` → :class:`PartitionRead`), and
+:mod:`streaming.partition_read` turns that into events (step 4). Each step calls only the steps
+after it and :mod:`udfs`; nothing here calls back into the listing once reading began, and
+nothing here imports the events step. The driver plans with :func:`plan_partition` (header
+scan of the new bytes only: finds the last whole batch and the newest timestamp).
 
 Producer state (detection.md §1): a data partition is seeded from its *newest readable* snapshot
 (:func:`newest_snapshot`), chosen once, at the partition's first plan, and kept for every later
@@ -21,126 +21,49 @@ dir's ``log-start-offset-checkpoint`` entry (``LogLoader.load``: max of the two)
 from __future__ import annotations
 
 import os
-import re
 import threading
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from streaming import partition_read
-from streaming.normalize import gap_event
-from streaming.partition_read import (
-    BatchPiece,
-    CoordinatorReplay,
-    ReadContext,
-    SnapshotCandidate,
-    SnapshotSeed,
-    TxnPiece,
-    data_partition_events,
-    newest_readable_snapshot,
-    replay_batches,
-    txn_partition_events,
+from streaming.sources.log_layout import (  # noqa: F401 - the listing names, re-exported for importers
+    TXN_TOPIC,
+    Chunk,
+    PartitionDir,
+    PartitionFiles,
+    chunks_between,
+    list_files,
+    list_partitions,
+    parse_partition_dir,
+    segments,
+    snapshots,
 )
 from udfs.checkpoint import CHECKPOINT_FILE, read_log_start_checkpoint
 from udfs.model import DecodeError
-from udfs.producer_state import PartitionState
+from udfs.producer_state import PartitionState, replay_batches
 from udfs.record_batch import BatchScan, scan_batches
-from udfs.snapshot import decode_snapshot
-from udfs.txn_log import decode_txn_log_segment
-from udfs.txn_log_vec import decode_txn_log_reduced
-
-TXN_TOPIC = "__transaction_state"
-_PART_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-_SEGMENT = re.compile(r"^(\d{20})\.log$")
-_SNAPSHOT = re.compile(r"^(\d{20})\.snapshot$")
+from udfs.snapshot import SnapshotCandidate, SnapshotSeed, newest_readable_snapshot, read_snapshot_file
+from udfs.txn_log import CoordinatorReplay, decode_txn_log_reduced, decode_txn_log_segment
 
 
-@dataclass(frozen=True)
-class PartitionDir:
-    path: str
-    topic: str
-    partition: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-    @property
-    def is_txn_state(self) -> bool:
-        return self.topic == TXN_TOPIC
-
-
-def parse_partition_dir(path: str) -> PartitionDir | None:
-    """``.../<topic>-<partition>`` → PartitionDir; None for anything else (e.g. ``-delete`` dirs)."""
-    m = _PART_DIR.match(os.path.basename(os.path.normpath(path)))
-    if not m:
-        return None
-    return PartitionDir(os.path.abspath(path), m.group("topic"), int(m.group("partition")))
-
-
-def list_partitions(root: str) -> list[PartitionDir]:
-    """Partition folders of a log dir (or the folder itself if it is one), sorted by name."""
-    root = os.path.abspath(root)
-    own = parse_partition_dir(root)
-    if own is not None and any(_SEGMENT.match(f) or _SNAPSHOT.match(f) for f in os.listdir(root)):
-        return [own]
-    out = []
-    for name in sorted(os.listdir(root)):
-        full = os.path.join(root, name)
-        if os.path.isdir(full):
-            pd_ = parse_partition_dir(full)
-            if pd_ is not None:
-                out.append(pd_)
-    return out
-
-
-def segments(part: PartitionDir) -> list[tuple[int, str]]:
-    """(base offset, path) of the partition's ``.log`` files in offset order."""
-    out = []
-    for name in os.listdir(part.path):
-        m = _SEGMENT.match(name)
-        if m:
-            out.append((int(m.group(1)), os.path.join(part.path, name)))
-    return sorted(out)
-
-
-def snapshots(part: PartitionDir) -> list[tuple[int, str]]:
-    out = []
-    for name in os.listdir(part.path):
-        m = _SNAPSHOT.match(name)
-        if m:
-            out.append((int(m.group(1)), os.path.join(part.path, name)))
-    return sorted(out)
-
-
-def _load_snapshot(path: str) -> tuple[list[dict[str, Any]], list[str]]:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        return [], [f"cannot read {path}: {exc.strerror}"]
-    snap = decode_snapshot(data, source=path)
-    return snap.entries, [f"{e.reason} (byte {e.position})" for e in snap.errors]
-
-
-def snapshot_candidates(part: PartitionDir) -> list[SnapshotCandidate]:
+def snapshot_candidates(files: PartitionFiles) -> list[SnapshotCandidate]:
     """Every ``.snapshot`` file of the partition, as seed candidates."""
-    return [SnapshotCandidate(off, f"{part.name}/{os.path.basename(path)}",
-                              lambda path=path: _load_snapshot(path)) for off, path in snapshots(part)]
+    return [SnapshotCandidate(off, f"{files.part.name}/{os.path.basename(path)}", partial(read_snapshot_file, path))
+            for off, path in files.snapshots]
 
 
-def newest_snapshot(part: PartitionDir) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
+def newest_snapshot(files: PartitionFiles) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
     """The newest readable snapshot of a data partition (detection.md §1) and the newer ones
     skipped, as (file, reason): corrupt ones, and ones above the log end offset, which the broker
     deletes before loading (``ProducerStateManager.truncateAndReload``). ``__transaction_state``
     partitions have none."""
-    if part.is_txn_state:
+    if files.part.is_txn_state:
         return None, []
-    cands = snapshot_candidates(part)
+    cands = snapshot_candidates(files)
     above: list[tuple[str, str]] = []
-    segs = segments(part)
+    segs = files.segments
     if segs and cands and cands[-1].offset > segs[-1][0]:  # only then can one lie above the end
         end = log_end_offset(segs)
         above = [(c.source_position, f"producer snapshot at offset {c.offset} lies above the log end offset "
@@ -165,26 +88,16 @@ def log_end_offset(segs: list[tuple[int, str]]) -> int:
     return segs[-1][0]
 
 
-def log_start_offset(part: PartitionDir) -> tuple[int | None, str | None]:
+def log_start_offset(files: PartitionFiles) -> tuple[int | None, str | None]:
     """The partition's log start offset: its first segment's base offset, or the log dir's
     ``log-start-offset-checkpoint`` entry when higher (``LogLoader.load``); and a reason when the
     checkpoint file is unreadable (it is then ignored, as the entry is only ever a raise)."""
-    segs = segments(part)
+    part, segs = files.part, files.segments
     first = segs[0][0] if segs else None
     ckpt, problem = read_log_start_checkpoint(os.path.join(os.path.dirname(part.path), CHECKPOINT_FILE))
     entry = ckpt.get((part.topic, part.partition))
     known = [x for x in (first, entry) if x is not None]
     return (max(known) if known else None), problem
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Bytes [start, end) of one segment file."""
-
-    segment: int
-    path: str
-    start: int
-    end: int
 
 
 @dataclass
@@ -264,7 +177,7 @@ def plan_partition(
             plan.chunks.append(Chunk(base, path, pos, pos + consumed))
         plan.end = (base, pos + consumed)
     if start is None:
-        seed, _skipped = newest_snapshot(part)
+        seed, _skipped = newest_snapshot(list_files(part))
         if seed is not None:
             plan.seed_offset = seed.offset
             if plan.end is None:
@@ -280,21 +193,6 @@ def _note_ts(plan: PartitionPlan, ts: np.ndarray) -> None:
         m = int(ts.max())
         if m >= 0:
             plan.max_ts = m if plan.max_ts is None else max(plan.max_ts, m)
-
-
-def chunks_between(part: PartitionDir, start: tuple[int, int] | None, end: tuple[int, int]) -> list[Chunk]:
-    """The byte ranges from position ``start`` (None: the beginning) to ``end``, segment by segment."""
-    out = []
-    for base, path in segments(part):
-        if start is not None and base < start[0]:
-            continue
-        if base > end[0]:
-            break
-        lo = start[1] if start is not None and base == start[0] else 0
-        hi = end[1] if base == end[0] else os.path.getsize(path)
-        if hi > lo:
-            out.append(Chunk(base, path, lo, hi))
-    return out
 
 
 # --- executor side -----------------------------------------------------------------------------
@@ -335,23 +233,12 @@ def _scan(chunk: Chunk, data: bytes | None, validate_crc: bool) -> BatchScan:
     return scan_batches(data, validate_crc=validate_crc, source=chunk.path, base_position=chunk.start)
 
 
-def _prefix_chunks(part: PartitionDir, start: tuple[int, int]) -> list[Chunk]:
-    out = []
-    for base, path in segments(part):
-        if base > start[0]:
-            break
-        end = start[1] if base == start[0] else os.path.getsize(path)
-        if end > 0:
-            out.append(Chunk(base, path, 0, end))
-    return out
-
-
-def _data_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc: bool,
+def _data_prefix(files: PartitionFiles, start: tuple[int, int] | None, validate_crc: bool,
                  seed: SnapshotSeed | None) -> PartitionState:
     """Producer state of the partition up to ``start``: the seed snapshot, then the batches at or
     after its offset (memoised per worker process)."""
     with _MEMO_LOCK:
-        memo = _MEMO.get(part.path)
+        memo = _MEMO.get(files.part.path)
     if start is None:
         st = PartitionState()
         if seed is not None:
@@ -359,52 +246,53 @@ def _data_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc
         return st
     if memo is not None and memo[0] == start:
         return memo[1]
-    st = _data_prefix(part, None, validate_crc, seed)
-    for c in _prefix_chunks(part, start):
+    st = _data_prefix(files, None, validate_crc, seed)
+    for c in files.prefix:
         scan = _scan(c, _read(c), validate_crc)
         replay_batches(st, scan.columns, seed.offset if seed is not None else None)
     return st
 
 
-def _seed_at(part: PartitionDir, offset: int | None) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
+def _seed_at(files: PartitionFiles, offset: int | None) -> tuple[SnapshotSeed | None, list[tuple[str, str]]]:
     """The seed of a partition: the snapshot the first plan chose (``offset``; -1 = none), or the
     newest readable one when no plan chose (``offset`` None: batch reads, old checkpoints)."""
     if offset is None:
-        return newest_snapshot(part)
+        return newest_snapshot(files)
     if offset < 0:
         return None, []
-    for c in snapshot_candidates(part):
+    for c in snapshot_candidates(files):
         if c.offset == offset:
             entries, problems = c.load()
             if not problems:
                 return SnapshotSeed(entries, offset, c.source_position), []
             return None, [(c.source_position, f"producer snapshot at offset {offset} chosen at the first read is "
                            f"now unreadable: {'; '.join(problems)}")]
-    return None, [(part.name, f"producer snapshot at offset {offset} chosen at the first read is gone "
+    return None, [(files.part.name, f"producer snapshot at offset {offset} chosen at the first read is gone "
                    "(deleted by the broker); the partition's state is not seeded")]
 
 
-def _txn_prefix(part: PartitionDir, start: tuple[int, int] | None, validate_crc: bool) -> CoordinatorReplay:
+def _txn_prefix(files: PartitionFiles, start: tuple[int, int] | None, validate_crc: bool,
+                reduce: bool) -> CoordinatorReplay:
     """transactional id → last producer id, and the highest leader epoch, up to ``start``."""
     if start is None:
         return CoordinatorReplay()
     with _MEMO_LOCK:
-        memo = _MEMO.get(part.path)
+        memo = _MEMO.get(files.part.path)
     if memo is not None and memo[0] == start:
         return memo[1]
     acc = CoordinatorReplay()
-    for c in _prefix_chunks(part, start):
-        recs, scan = _decode_txn(_read(c), validate_crc=validate_crc, source=c.path, base_position=c.start)
+    for c in files.prefix:
+        recs, scan = _decode_txn(_read(c), reduce, validate_crc=validate_crc, source=c.path, base_position=c.start)
         acc.fold(recs, *_txn_extent(scan))
     return acc
 
 
-def _decode_txn(data: bytes, **kw: Any) -> tuple[list[dict[str, Any]], BatchScan]:
-    """A chunk's ``__transaction_state`` records: only those ``reduce_coordinator_records`` keeps
-    when the read reduces (``partition_read.REDUCE_IN_READ``), decoded with numpy
-    (``udfs.txn_log_vec``); the same list and errors as decoding all and reducing. The prefix
-    replay (``CoordinatorReplay.fold``) needs only each id's last record, which the reduction keeps."""
-    if partition_read.REDUCE_IN_READ:
+def _decode_txn(data: bytes, reduce: bool, **kw: Any) -> tuple[list[dict[str, Any]], BatchScan]:
+    """A chunk's ``__transaction_state`` records: with ``reduce`` (``partition_read.REDUCE_IN_READ``)
+    only those ``reduce_coordinator_records`` keeps, without a dict for the others
+    (``udfs.txn_log.decode_txn_log_reduced``). The prefix replay (``CoordinatorReplay.fold``) needs
+    only each id's last record, which the reduction keeps."""
+    if reduce:
         return decode_txn_log_reduced(data, **kw)
     return decode_txn_log_segment(data, **kw)
 
@@ -416,72 +304,92 @@ def _txn_extent(scan: BatchScan) -> tuple[int, int | None]:
     return int(scan.columns["partition_leader_epoch"].max()), scan.next_offset
 
 
-def read_range(
-    part: PartitionDir,
+@dataclass
+class PartitionRead:
+    """One planned read of one partition, read and decoded (steps 2-3): what the events step
+    (:mod:`streaming.partition_read`, driven by :mod:`streaming.sources.segments`) turns into rows.
+
+    ``gaps``: (problem, source position or None) in the order found: the checkpoint, skipped
+    snapshots (first read only), then each chunk's decode errors. Data partition: ``batches``
+    (batch table, source position) per chunk, and ``high_watermark`` and ``lso`` of the partition
+    replay through the read's end (the progress row's); ``seed`` on the first read
+    only. ``__transaction_state``: ``records`` (records, source position, highest leader epoch,
+    next offset) per chunk, already reduced when ``reduced``, and ``replay``, the coordinator
+    replay *before* the read (the events step routes the records with it and advances it).
+    """
+
+    part: PartitionDir
+    log_start_offset: int | None
+    from_log_start: bool
+    read_from_zero: bool
+    snapshot_offset: int | None
+    end_proven: bool
+    progress_position: str
+    gaps: list[tuple[DecodeError | str, str | None]] = field(default_factory=list)
+    seed: SnapshotSeed | None = None
+    batches: list[tuple[dict[str, np.ndarray], str]] = field(default_factory=list)
+    high_watermark: int | None = None
+    lso: int | None = None
+    records: list[tuple[list[dict[str, Any]], str, int, int | None]] = field(default_factory=list)
+    reduced: bool = False
+    replay: CoordinatorReplay | None = None
+
+
+def read_partition(
+    files: PartitionFiles,
     chunks: list[Chunk],
     *,
     start: tuple[int, int] | None,
     end: tuple[int, int] | None,
-    cluster: str,
-    clock_ms: int,
     validate_crc: bool = True,
-    source: str = "segments",
     seed_offset: int | None = None,
-    txn_partition_count: int | None = None,
-    typed: bool = True,
-) -> pd.DataFrame:
-    """Events of one planned read of one partition, ending with its progress row (untyped with
-    ``typed=False``: see ``partition_read.data_partition_events``).
+    reduce: bool = True,
+) -> PartitionRead:
+    """Read and decode one planned read of one partition (no event is built here).
 
     ``seed_offset``: the snapshot the partition's first plan chose (-1: none; None: choose the
-    newest readable one now). ``txn_partition_count``: ``__transaction_state``'s partition count
-    for its progress rows (config ``txn_state_partitions``).
+    newest readable one now). ``reduce``: decode ``__transaction_state`` reduced to the records
+    the events keep (``partition_read.REDUCE_IN_READ``).
     """
-    gaps: list[dict[str, Any]] = []
-    common = dict(source=source, cluster=cluster, event_time_ms=clock_ms)
-    segs = segments(part)
-    log_start, ckpt_problem = log_start_offset(part)
+    part = files.part
+    segs = files.segments
+    log_start, ckpt_problem = log_start_offset(files)
+    gaps: list[tuple[DecodeError | str, str | None]] = []
     if ckpt_problem and start is None:
-        gaps.append(gap_event(f"log start offset checkpoint ignored: {ckpt_problem}", topic=part.topic,
-                              partition=part.partition, **common))
-    seed, skipped = (None, []) if part.is_txn_state else _seed_at(part, seed_offset)
+        gaps.append((f"log start offset checkpoint ignored: {ckpt_problem}", None))
+    seed, skipped = (None, []) if part.is_txn_state else _seed_at(files, seed_offset)
     if start is None and seed_offset is not None and not part.is_txn_state:
         # the plan chose past corrupt newer snapshots: report them with the first read
-        skipped = newest_snapshot(part)[1] + skipped
+        skipped = newest_snapshot(files)[1] + skipped
     if start is None:
-        gaps += [_gap_at(where_, reason, part, common) for where_, reason in skipped]
-    snap_off = seed.offset if seed is not None else None
+        gaps += [(reason, where_) for where_, reason in skipped]
     # A seed snapshot means the producers' history before it is summarised, not read.
-    ctx = ReadContext(part.topic, part.partition, source, cluster, clock_ms,
-                      from_log_start=part.is_txn_state or seed is None,
-                      read_from_zero=bool(segs) and segs[0][0] == 0 and log_start == 0,
-                      snapshot_offset=snap_off,
-                      txn_partition_count=txn_partition_count if part.is_txn_state else None)
-    where = _where(part, end)
+    out = PartitionRead(part, log_start, from_log_start=part.is_txn_state or seed is None,
+                        read_from_zero=bool(segs) and segs[0][0] == 0 and log_start == 0,
+                        snapshot_offset=seed.offset if seed is not None else None,
+                        end_proven=end_state(files, end) == "end", progress_position=_where(part, end), gaps=gaps,
+                        seed=seed if start is None else None)
     if part.is_txn_state:
-        acc = _txn_prefix(part, start, validate_crc).copy()
-        pieces = []
+        out.replay = _txn_prefix(files, start, validate_crc, reduce).copy()
+        out.reduced = reduce
+        after = out.replay.copy()
         for c in chunks:
-            recs, scan = _decode_txn(_read(c), validate_crc=validate_crc, source=c.path, base_position=c.start,
+            recs, scan = _decode_txn(_read(c), reduce, validate_crc=validate_crc, source=c.path, base_position=c.start,
                                      scan=_planned_scan(c, validate_crc))
-            pieces.append(TxnPiece(recs, f"{part.name}/{os.path.basename(c.path)}", *_txn_extent(scan)))
-            gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
-        out = txn_partition_events(ctx, pieces, acc, gaps=gaps, log_start_offset=log_start, progress_position=where,
-                                   typed=typed, end_proven=reached_end(segs, end))
-        memo = acc
+            extent = _txn_extent(scan)
+            out.records.append((recs, f"{part.name}/{os.path.basename(c.path)}", *extent))
+            gaps += [(e, None) for e in scan.errors]
+            after.fold(recs, *extent)  # what routing the records will leave: the next read's prefix
+        memo: Any = after
     else:
-        st = _data_prefix(part, start, validate_crc, seed)
-        st = PartitionState(producers={k: _copy(v) for k, v in st.producers.items()}, next_offset=st.next_offset)
-        pieces = []
+        st = _data_prefix(files, start, validate_crc, seed)
+        st = PartitionState(producers={k: replace(v) for k, v in st.producers.items()}, next_offset=st.next_offset)
         for c in chunks:
             scan = _scan(c, None, validate_crc)
-            pieces.append(BatchPiece(scan.columns, f"{part.name}/{os.path.basename(c.path)}"))
-            gaps += [gap_event(e, topic=part.topic, partition=part.partition, **common) for e in scan.errors]
-        # A backlog (max_bytes_per_trigger) is read through the micro-batch's clock but not to the
-        # partition's end: its verdicts are published unverified until the read that reaches it.
-        out = data_partition_events(ctx, pieces, state=st, seed=seed if start is None else None, gaps=gaps,
-                                    log_start_offset=log_start, progress_position=where, typed=typed,
-                                    end_proven=end_state(segs, end) == "end")
+            out.batches.append((scan.columns, f"{part.name}/{os.path.basename(c.path)}"))
+            gaps += [(e, None) for e in scan.errors]
+            replay_batches(st, scan.columns, out.snapshot_offset)
+        out.high_watermark, out.lso = st.next_offset, st.replayed_lso(log_start)
         memo = st
     if end is not None:
         with _MEMO_LOCK:
@@ -489,12 +397,13 @@ def read_range(
     return out
 
 
-def end_state(segs: list[tuple[int, str]], end: tuple[int, int] | None) -> str:
+def end_state(files: PartitionFiles, end: tuple[int, int] | None) -> str:
     """Where a read ending at ``end`` stands against the partition's end (detection.md §0: a log
     directory's end is its newest segment, the broker's own listing): "end" when no whole batch
     lies after ``end`` in this segment or a newer one (a partial tail is still being written),
     "more" when whole batches remain (a backlog: the next read takes them), "unknown" when the
     bytes after it are not a batch or cannot be read."""
+    segs = files.segments
     if end is None or not segs:
         return "unknown"
     for base, path in segs:
@@ -502,7 +411,7 @@ def end_state(segs: list[tuple[int, str]], end: tuple[int, int] | None) -> str:
             continue
         pos = end[1] if base == end[0] else 0
         try:
-            size = os.path.getsize(path)
+            size = files.sizes[path]
             if size - pos < 12:
                 continue
             with open(path, "rb") as f:
@@ -517,21 +426,6 @@ def end_state(segs: list[tuple[int, str]], end: tuple[int, int] | None) -> str:
     return "end"
 
 
-def reached_end(segs: list[tuple[int, str]], end: tuple[int, int] | None) -> bool:
-    """Did a read ending at ``end`` reach the partition's end (:func:`end_state`)?"""
-    return end_state(segs, end) == "end"
-
-
-def _gap_at(where: str, reason: str, part: PartitionDir, common: dict[str, Any]) -> dict[str, Any]:
-    g = gap_event(reason, topic=part.topic, partition=part.partition, **common)
-    g["source_position"] = where
-    return g
-
-
 def _where(part: PartitionDir, end: tuple[int, int] | None) -> str:
     """Where a read of the partition ended, for progress rows."""
     return f"{part.name}/{end[0]:020d}.log@{end[1]}" if end else part.name
-
-
-def _copy(e: Any) -> Any:
-    return replace(e)

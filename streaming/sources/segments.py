@@ -1,5 +1,25 @@
 """``segments`` source: a broker-shaped log directory as a Spark stream or batch (PySpark 4.2+
-Python Data Source API). Thin glue over :mod:`streaming.sources.logdir`.
+Python Data Source API). Thin glue over :mod:`streaming.sources.log_layout` (list),
+:mod:`streaming.sources.logdir` (read, decode) and :mod:`streaming.partition_read` (events).
+
+A read, call by call (``SegmentsBatchReader.read`` / ``SegmentsStreamReader.read`` of one input
+partition, per topic-partition of the group; enforced by ``tests/test_layers.py``):
+
+1. list — ``log_layout.parse_partition_dir``, ``log_layout.list_files`` (``segments``,
+   ``snapshots``, sizes, the ranges before the read's start): directory listings only;
+2. read — ``logdir.read_partition``: ``log_start_offset`` (checkpoint file), ``_seed_at`` /
+   ``newest_snapshot`` (snapshot files), ``end_state``, the prefix replay (``_data_prefix`` /
+   ``_txn_prefix``, memoised per worker) and each planned chunk's bytes (``_read``/``_scan``);
+3. decode — called by step 2 alone, chunk by chunk, never calling back: ``udfs.checkpoint``,
+   ``udfs.snapshot`` (``newest_readable_snapshot`` → ``read_snapshot_file`` →
+   ``decode_snapshot``), ``udfs.record_batch.scan_batches``, ``udfs.txn_log.decode_txn_log_reduced``,
+   and the replays (``udfs.producer_state.replay_batches``, ``CoordinatorReplay.fold``); step 2
+   returns a :class:`~streaming.sources.logdir.PartitionRead`;
+4. events — :func:`read_events` → ``partition_read.data_partition_events`` /
+   ``txn_partition_events`` → ``normalize`` (spans, markers, coordinator rows, gaps, progress) →
+   ``events.to_frame``.
+
+No step calls a step before it, so no module is entered again once the read has moved on.
 
 Options: ``path`` (required), ``cluster`` (default ``default``), ``as_of`` (epoch ms: fixed
 clock), ``validate_crc`` (default true), ``max_bytes_per_trigger`` (per data partition;
@@ -43,16 +63,27 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
+from streaming import partition_read
 from streaming.clock_guard import DEFAULT_TOLERANCE_MS, guarded_clock
 from streaming.events import arrow_schema, spark_schema, to_frame
-from streaming.sources.logdir import (
+from streaming.normalize import gap_event
+from streaming.partition_read import (
+    BatchPiece,
+    Offsets,
+    ReadContext,
+    TxnPiece,
+    data_partition_events,
+    txn_partition_events,
+)
+from streaming.sources.log_layout import (
     Chunk,
+    PartitionDir,
     chunks_between,
+    list_files,
     list_partitions,
     parse_partition_dir,
-    plan_partition,
-    read_range,
 )
+from streaming.sources.logdir import PartitionRead, plan_partition, read_partition
 
 
 def plan_offsets(opts: dict[str, Any], start: dict, max_bytes: int | None) -> dict:
@@ -158,6 +189,63 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "max_bytes": int(mb) if mb not in (None, "", "None") else None,
         "groups": max(1, int(options.get("input_partitions") or _default_groups())),
     }
+
+
+def read_range(
+    part: PartitionDir,
+    chunks: list[Chunk],
+    *,
+    start: tuple[int, int] | None,
+    end: tuple[int, int] | None,
+    cluster: str,
+    clock_ms: int,
+    validate_crc: bool = True,
+    source: str = "segments",
+    seed_offset: int | None = None,
+    txn_partition_count: int | None = None,
+    typed: bool = True,
+) -> pd.DataFrame:
+    """Events of one planned read of one partition, ending with its progress row (untyped with
+    ``typed=False``: see ``partition_read.data_partition_events``): the partition's files as
+    listed (``part``, ``chunks``: :mod:`streaming.sources.log_layout`), read and decoded
+    (:func:`streaming.sources.logdir.read_partition`), then turned into events
+    (:func:`read_events`); see the module docstring for the call trace.
+
+    ``seed_offset``: the snapshot the partition's first plan chose (-1: none; None: choose the
+    newest readable one now). ``txn_partition_count``: ``__transaction_state``'s partition count
+    for its progress rows (config ``txn_state_partitions``).
+    """
+    files = list_files(part, start)
+    read = read_partition(files, chunks, start=start, end=end, validate_crc=validate_crc, seed_offset=seed_offset,
+                          reduce=partition_read.REDUCE_IN_READ)
+    return read_events(read, cluster=cluster, clock_ms=clock_ms, source=source,
+                       txn_partition_count=txn_partition_count, typed=typed)
+
+
+def read_events(read: PartitionRead, *, cluster: str, clock_ms: int, source: str = "segments",
+                txn_partition_count: int | None = None, typed: bool = True) -> pd.DataFrame:
+    """Step 4 of a log-dir read: a read and decoded partition (:class:`PartitionRead`) → its events."""
+    part = read.part
+    common = dict(source=source, cluster=cluster, event_time_ms=clock_ms)
+    gaps = []
+    for problem, where in read.gaps:
+        g = gap_event(problem, topic=part.topic, partition=part.partition, **common)
+        if where is not None:
+            g["source_position"] = where
+        gaps.append(g)
+    ctx = ReadContext(part.topic, part.partition, source, cluster, clock_ms, from_log_start=read.from_log_start,
+                      read_from_zero=read.read_from_zero, snapshot_offset=read.snapshot_offset,
+                      txn_partition_count=txn_partition_count if part.is_txn_state else None)
+    if part.is_txn_state:
+        pieces = [TxnPiece(*r, reduced=read.reduced) for r in read.records]
+        return txn_partition_events(ctx, pieces, read.replay, gaps=gaps, log_start_offset=read.log_start_offset,
+                                    progress_position=read.progress_position, typed=typed,
+                                    end_proven=read.end_proven)
+    # A backlog (max_bytes_per_trigger) is read through the micro-batch's clock but not to the
+    # partition's end: its verdicts are published unverified until the read that reaches it.
+    return data_partition_events(ctx, [BatchPiece(*b) for b in read.batches], seed=read.seed, gaps=gaps,
+                                 broker=Offsets(read.high_watermark, read.lso, read.log_start_offset),
+                                 progress_position=read.progress_position, typed=typed, end_proven=read.end_proven)
 
 
 def _read_partition(p: SegmentsPartition | SegmentsGroup, opts: dict[str, Any]) -> Iterator[Any]:
