@@ -64,7 +64,9 @@ What is modelled (and how faithfully)
   supported.
 * **DescribeProducers** v0 (KIP-664, 2.8+): READ on the topic, then per partition the leader's
   producer state replayed from the served log (:func:`producer_states`, following
-  ``ProducerAppendInfo.append``; ``KafkaApis.handleDescribeProducersRequest`` ->
+  ``ProducerAppendInfo.append``), starting from the newest valid producer ``.snapshot`` in the
+  partition directory when there is one (:func:`read_producer_snapshot`, as a restarted broker
+  rebuilds it, see :meth:`_PartitionLog.facts`; ``KafkaApis.handleDescribeProducersRequest`` ->
   ``ReplicaManager.activeProducerState`` -> ``UnifiedLog.activeProducers``); a non-leader
   answers NOT_LEADER_OR_FOLLOWER (``getPartitionOrError``).
 * **DescribeTransactions** v0 / **ListTransactions** v0-2 (KIP-664, 3.0+; v1 duration filter, KIP-994;
@@ -362,6 +364,7 @@ _PARTITION_APIS = ("fetch", "list_offsets", "produce")
 _PARTITION_API_OPERATION = {"fetch": "Read", "list_offsets": "Describe", "produce": "Write"}
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 _PARTITION_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 # v2 record batch header (spec/kafka-formats.md §2.1), 61 bytes
@@ -539,6 +542,45 @@ class _Segment:
         self.stat_key = key
 
 
+# ProducerStateManager.PRODUCER_SNAPSHOT_ENTRY_SCHEMA: producer_id int64, epoch int16,
+# last_sequence int32, last_offset int64, offset_delta int32, timestamp int64, coordinator_epoch
+# int32, current_txn_first_offset int64 (46 bytes, big-endian like every Kafka Schema type)
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+_SNAPSHOT_FIELDS = ("producer_id", "producer_epoch", "last_sequence", "last_offset", "offset_delta", "timestamp",
+                    "coordinator_epoch", "current_txn_first_offset")
+
+
+def read_producer_snapshot(data: bytes) -> list[dict[str, int]] | None:
+    """The entries of a producer-state ``.snapshot`` file, or None where Kafka 3.8's
+    ``ProducerStateManager.readSnapshot`` throws ``CorruptSnapshotException``: ``PID_SNAPSHOT_MAP_SCHEMA``
+    is version int16, crc uint32, then an int32-counted array of entries; a version other than
+    ``PRODUCER_SNAPSHOT_VERSION`` (1), a CRC-32C over bytes [``PRODUCER_ENTRIES_OFFSET`` = 6, EOF)
+    that does not match, or a schema read that fails (short file, negative count) is corrupt.
+    Bytes after the last entry are ignored by ``Schema.read`` but covered by the CRC."""
+    if len(data) < 10:
+        return None
+    version, crc, count = struct.unpack_from(">hIi", data, 0)
+    if version != 1 or crc != crc32c.crc32c(data[6:]) or count < 0 or len(data) < 10 + count * _SNAPSHOT_ENTRY.size:
+        return None
+    return [dict(zip(_SNAPSHOT_FIELDS, _SNAPSHOT_ENTRY.unpack_from(data, 10 + i * _SNAPSHOT_ENTRY.size), strict=True))
+            for i in range(count)]
+
+
+@dataclass(frozen=True)
+class ProducerSnapshot:
+    """A producer-state snapshot the partition's producer state is rebuilt from: taken at
+    ``offset`` (its file name), holding the state after every batch below it."""
+
+    offset: int
+    entries: tuple[dict[str, int], ...]
+
+    def open_transactions(self) -> dict[int, int]:
+        # ProducerStateManager.loadProducerEntry: an entry with currentTxnFirstOffset present
+        # puts TxnMetadata(producerId, offset) into ongoingTxns, which firstUnstableOffset reads
+        return {e["producer_id"]: e["current_txn_first_offset"] for e in self.entries
+                if e["current_txn_first_offset"] >= 0}
+
+
 @dataclass
 class PartitionState:
     """What the fake broker would report for a partition right now."""
@@ -573,12 +615,20 @@ class _PartitionLog:
         # (request serial, os.stat_result) of the directory, taken by FakeKafkaBroker._plog for
         # the request being answered, so that load() need not stat the directory again
         self.dir_stat: tuple[int, os.stat_result] | None = None
+        # producer-state snapshot files of the last listing: offset -> path
+        self.snapshot_files: dict[int, str] = {}
+        # path -> (stat key, entries or None when corrupt) of snapshot files read
+        self._snapshot_cache: dict[str, tuple[tuple[int, int], list[dict[str, int]] | None]] = {}
+        # the snapshot the last facts() rebuilt producer state from (None: replayed from the log start)
+        self.loaded_snapshot: ProducerSnapshot | None = None
 
     def forget(self) -> None:
         """Drop cached segment contents and the cached directory listing."""
         self.segments.clear()
         self._listing = None
         self._derived = None
+        self.snapshot_files = {}
+        self._snapshot_cache.clear()
 
     def load(self, serial: int | None = None) -> list[_Segment]:
         """The partition's segments, re-stat'ed now (re-read when size or mtime changed).
@@ -617,8 +667,12 @@ class _PartitionLog:
             entries = list(os.scandir(self.dir))
         except FileNotFoundError:
             st, entries = None, []
+        snapshots: dict[int, str] = {}
         for entry in entries:
             if not entry.name.endswith(".log"):
+                m = _SNAPSHOT_RE.match(entry.name) if entry.name.endswith(".snapshot") else None
+                if m:
+                    snapshots[int(m.group(1))] = entry.path
                 continue
             seg = self.segments.get(entry.path)
             if seg is None:
@@ -632,6 +686,7 @@ class _PartitionLog:
                 continue
             found[entry.path] = seg
         self.segments = found
+        self.snapshot_files = snapshots
         segs = sorted(found.values(), key=lambda s: s.base_offset)
         if st is not None and st.st_mtime_ns < listed_ns - _LISTING_RACY_NS:
             self._listing = ((st.st_mtime_ns, st.st_ino, st.st_size), segs)
@@ -639,28 +694,73 @@ class _PartitionLog:
             self._listing = None
         return list(segs)
 
+    def _snapshot(self, log_start: int, log_end: int) -> tuple[ProducerSnapshot | None, list]:
+        """The snapshot a broker (re)loading this log rebuilds producer state from, and the
+        stat keys of the snapshot files considered (for the cache stamp).
+
+        Kafka 3.8 ``UnifiedLog.rebuildProducerState`` -> ``ProducerStateManager.truncateAndReload``:
+        snapshots above the log end offset or at/below the log start offset are removed, then
+        ``loadFromSnapshot`` loads the latest remaining one (``latestSnapshotFile``); a corrupt one
+        (``CorruptSnapshotException`` from ``readSnapshot``) is deleted and the next latest tried.
+        The fake leaves the files alone and only skips them. Not modelled: ``isProducerExpired``
+        (the fake expires no producer, loaded or replayed)."""
+        considered = []
+        for offset in sorted(self.snapshot_files, reverse=True):
+            if offset > log_end or offset <= log_start:
+                continue
+            path = self.snapshot_files[offset]
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            key = (st.st_size, st.st_mtime_ns)
+            considered.append((offset, key))
+            cached = self._snapshot_cache.get(path)
+            if cached is None or cached[0] != key:
+                try:
+                    data = Path(path).read_bytes()
+                except FileNotFoundError:
+                    continue
+                cached = (key, read_producer_snapshot(data))
+                self._snapshot_cache[path] = cached
+            if cached[1] is not None:
+                return ProducerSnapshot(offset, tuple(cached[1])), considered
+        return None, considered
+
     def facts(self, serial: int | None = None) -> tuple[int, int, dict[int, int], list[tuple[int, int, int]],
                                                         list[_Segment]]:
         """(log start, log end, open transactions, aborted transactions, segments), derived
-        from the segments as they are now; the dict and list are shared: do not modify them."""
+        from the segments (and producer snapshot, see :meth:`_snapshot`) as they are now; the dict
+        and list are shared: do not modify them. Sets :attr:`loaded_snapshot`."""
         segs = self.load(serial)
         log_start = segs[0].base_offset if segs else 0
         if self.log_start_override is not None:
             log_start = max(log_start, self.log_start_override)
-        stamp = (log_start, [(seg.base_offset, seg.stat_key) for seg in segs])
-        if self._derived is not None and self._derived[0] == stamp:
-            # nothing changed on disk since the last answer: same derived facts
-            log_end, open_txns, aborted = self._derived[1]
-            return log_start, log_end, open_txns, aborted, segs
         log_end = log_start
         for seg in segs:
             log_end = max(log_end, seg.base_offset)
             if seg.batches:
                 log_end = max(log_end, seg.batches[-1].last_offset + 1)
+        snap, considered = self._snapshot(log_start, log_end) if self.snapshot_files else (None, [])
+        self.loaded_snapshot = snap
+        stamp = (log_start, [(seg.base_offset, seg.stat_key) for seg in segs], considered)
+        if self._derived is not None and self._derived[0] == stamp:
+            # nothing changed on disk since the last answer: same derived facts
+            log_end, open_txns, aborted = self._derived[1]
+            return log_start, log_end, open_txns, aborted, segs
+        # Producer state (the open transactions, ProducerStateManager.ongoingTxns): loaded from the
+        # snapshot, then the batches from its offset on replayed (rebuildProducerState reads each
+        # segment from max(segment base, mapEndOffset, logStartOffset): a batch whose last offset
+        # reaches the snapshot offset is replayed whole). Without a snapshot the whole served log
+        # is replayed. Batches below the snapshot are still read, for the aborted list only (what
+        # their segments' transaction indexes hold); at the first batch reaching the snapshot
+        # offset the open transactions become the snapshot's.
         open_txns: dict[int, int] = {}
         aborted: list[tuple[int, int, int]] = []
         for seg in segs:
             for b in seg.batches:
+                if snap is not None and b.last_offset >= snap.offset:
+                    open_txns, snap = snap.open_transactions(), None
                 if not b.is_transactional:
                     continue
                 if b.is_control:
@@ -671,6 +771,8 @@ class _PartitionLog:
                         aborted.append((b.producer_id, first, b.base_offset))
                 elif b.producer_id not in open_txns:
                     open_txns[b.producer_id] = b.base_offset
+        if snap is not None:  # a snapshot at the log end: no batch after it
+            open_txns = snap.open_transactions()
         self._derived = (stamp, (log_end, open_txns, aborted))
         return log_start, log_end, open_txns, aborted, segs
 
@@ -2241,7 +2343,7 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         with self._lock:
             plog = self._require(topic, partition)
             st, segs = self._state(plog, topic, partition)
-            return producer_states(segs)
+            return producer_states(segs, plog.loaded_snapshot)
 
     def _on_describe_producers(self, node, request, version):
         # KafkaApis.handleDescribeProducersRequest: READ on the topic, then the metadata cache,
@@ -2271,7 +2373,7 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                     if code == NONE:
                         _, segs = self._state(plog, t.name, p)
                         producers = [Part.ProducerState(producer_id=pid, **entry)
-                                     for pid, entry in sorted(producer_states(segs).items())]
+                                     for pid, entry in sorted(producer_states(segs, plog.loaded_snapshot).items())]
                 parts.append(Part(partition_index=p, error_code=code, error_message=None, active_producers=producers))
             out.append(DescribeProducersResponse.TopicResponse(name=t.name, partitions=parts))
         return DescribeProducersResponse(version=version, throttle_time_ms=0, topics=out)
@@ -2621,7 +2723,7 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def producer_states(segs: list[_Segment]) -> dict[int, dict[str, int]]:
+def producer_states(segs: list[_Segment], snapshot: ProducerSnapshot | None = None) -> dict[int, dict[str, int]]:
     """Producer id -> DescribeProducers ``ProducerState`` fields, replayed from the log as the
     leader's ProducerStateManager holds them (ProducerAppendInfo.append):
 
@@ -2632,14 +2734,27 @@ def producer_states(segs: list[_Segment]) -> dict[int, dict[str, int]]:
       ``LastTimestamp``, and ``CurrentTxnStartOffset`` back to -1;
     * an empty control batch (left by the cleaner) changes nothing.
 
+    With ``snapshot`` (the one :meth:`_PartitionLog.facts` loaded, as ``UnifiedLog.rebuildProducerState``
+    does after a restart) the state starts as the snapshot's entries (``loadProducerEntry``; the
+    DescribeProducers fields as ``UnifiedLog.activeProducers`` maps them: epoch, last sequence,
+    timestamp, coordinator epoch, current txn first offset) and only batches whose last offset
+    reaches the snapshot offset are replayed on top.
+
     Not modelled: producer expiry (``producer.id.expiration.ms``; a producer with an open
-    transaction never expires) and state rebuilt from snapshots (the fake reads all segments).
+    transaction never expires).
     """
     out: dict[int, dict[str, int]] = {}
+    if snapshot is not None:
+        for e in snapshot.entries:
+            out[e["producer_id"]] = {"producer_epoch": e["producer_epoch"], "last_sequence": e["last_sequence"],
+                                     "last_timestamp": e["timestamp"], "coordinator_epoch": e["coordinator_epoch"],
+                                     "current_txn_start_offset": e["current_txn_first_offset"]}
     for seg in segs:
         for b in seg.batches:
             if b.magic < 2 or b.producer_id < 0:
                 continue
+            if snapshot is not None and b.last_offset < snapshot.offset:
+                continue  # in the snapshot already
             entry = out.setdefault(b.producer_id, {"producer_epoch": b.producer_epoch, "last_sequence": -1,
                                                    "last_timestamp": -1, "coordinator_epoch": -1,
                                                    "current_txn_start_offset": -1})

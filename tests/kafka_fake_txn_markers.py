@@ -20,8 +20,8 @@ rest of the fake can change independently. Every rule names the Kafka code it fo
 * **Append** (``ReplicaManager.appendRecords`` with ``AppendOrigin.COORDINATOR`` ->
   ``UnifiedLog.analyzeAndValidateProducerState`` -> ``ProducerAppendInfo.appendEndTxnMarker``),
   against the producer's entry as the leader holds it (replayed from the served log by
-  :func:`tests.kafka_fake_broker.producer_states`; an unknown producer has epoch -1 and
-  coordinator epoch -1):
+  :func:`tests.kafka_fake_broker.producer_states`, from its loaded snapshot on; an unknown
+  producer has epoch -1 and coordinator epoch -1):
 
   - ``checkProducerEpoch``: legacy markers (TV 0/1, every request below v2 and a v2 marker with
     ``TransactionVersion`` 0) are rejected when ``markerEpoch < entry.epoch``; TV2 markers
@@ -145,7 +145,7 @@ class TxnMarkersMixin:
         if self._leader(topic, partition) != node.node_id:
             return _NOT_LEADER_OR_FOLLOWER
         _, segs = self._state(plog, topic, partition)
-        entry = producer_states(segs).get(marker.producer_id)
+        entry = producer_states(segs, plog.loaded_snapshot).get(marker.producer_id)
         code = marker_check(entry, producer_epoch=marker.producer_epoch, coordinator_epoch=marker.coordinator_epoch,
                             transaction_version=tv)
         if code:

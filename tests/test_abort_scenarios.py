@@ -6,9 +6,11 @@ The expectations are the scenarios' own, written by their authors from Kafka's b
 epoch of every finding): a verified hanging finding is confirmed and its marker carries exactly
 the scenario's producer id, producer epoch and coordinator epoch, and after ``--execute`` the
 transaction is closed; a late finding is refused as owned by the coordinator; an unverified one is
-refused as unverified. Left out, with the reason: ``retention-restart`` (its producer state lives
-in a ``.snapshot`` below the log start; the fake replays only the served segments, so it reports
-the LSO past the transaction, where a broker keeps it pinned) and ``txn-leader-epoch-bump`` (its
+refused as unverified. Left out, with the reason: ``retention-restart`` (the fake now loads its
+producer state from the ``.snapshot`` and keeps the LSO pinned at the log start, 10, with both
+transactions open at 6 and 7, see ``tests/test_fake_producer_snapshot.py``; ``txnwatch abort``
+then refuses them as "closed: last stable offset 10 past first offset 6", reading a pinned LSO
+as a finished transaction) and ``txn-leader-epoch-bump`` (its
 coordinator epoch comes from the producer's markers on other partitions, rule 5: covered by
 ``test_an_alert_epoch_from_a_rule_that_errs_low_is_replaced_by_the_exact_one``).
 """
