@@ -505,3 +505,29 @@ def test_an_alert_epoch_from_a_rule_that_errs_low_is_replaced_by_the_exact_one(t
         assert code == 0, text
         (req,) = c.broker.requests_for("write_txn_markers")
         assert req.request.markers[0].coordinator_epoch == 3
+
+
+def test_an_lso_held_at_the_log_start_does_not_close_a_transaction_retention_cut():
+    """``UnifiedLog.maybeIncrementFirstUnstableOffset`` reports max(first unstable offset, log start
+    offset): a transaction that began at 6 in a segment retention deleted (log start 10) holds the
+    LSO at exactly 10, so LSO 10 > 6 is not proof that it closed (the re-check must go on to
+    DescribeProducers, whose ``CurrentTxnStartOffset`` 6 says it is open); an LSO of 11 is proof,
+    since an open transaction at 6 would hold it at 10. For a transaction inside the log the old rule
+    stands: LSO 8 > first offset 7 closes it."""
+    from streaming.abort.key import AlertKey
+    from streaming.abort.plan import _closed
+    from streaming.abort.reread import Reread, lso_passed
+    from streaming.sources.kafka_wire import PartitionOffsets
+    from streaming.verdict import DescribeProducersAnswer
+
+    def offs(log_start: int, lso: int) -> PartitionOffsets:
+        return PartitionOffsets("orders", 0, log_start, 18, lso, 1)
+
+    assert not lso_passed(offs(10, 10), 6)
+    assert lso_passed(offs(10, 11), 6)
+    assert lso_passed(offs(0, 8), 7)
+    assert not lso_passed(offs(0, 7), 7)
+    key = AlertKey("c", "orders", 0, 1001, 6)
+    still_open = DescribeProducersAnswer(found=True, producer_epoch=0, coordinator_epoch=3, current_txn_start_offset=6)
+    assert _closed(Reread(key, 0, 1, offs(10, 10), describe_producers=still_open)) is None
+    assert _closed(Reread(key, 0, 1, offs(10, 11), describe_producers=still_open)) is not None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming.abort.key import AlertKey
-from streaming.abort.reread import Reread
+from streaming.abort.reread import Reread, lso_passed
 from streaming.alerts import AlertConfig, abort_commands
 from streaming.verdict import (
     CoordinatorView,
@@ -94,7 +94,7 @@ class Plan:
 
 def _closed(r: Reread) -> Refusal | None:
     key, first = r.key, r.key.first_offset
-    if r.offsets is not None and r.offsets.lso > first:
+    if r.offsets is not None and lso_passed(r.offsets, first):
         return Refusal(CLOSED, f"the transaction is closed: {key.tp}'s last stable offset is now {r.offsets.lso}, "
                                f"past its first offset {first}; there is nothing to abort")
     lg, dp = r.log, r.describe_producers

@@ -90,6 +90,15 @@ class CoordinatorRead:
     reason: str | None = None
 
 
+def lso_passed(off: PartitionOffsets, first_offset: int) -> bool:
+    """Whether the partition's last stable offset proves the transaction starting at
+    ``first_offset`` is no longer open. The broker never reports an LSO below the log start
+    (``UnifiedLog.maybeIncrementFirstUnstableOffset``: max(first unstable offset, log start
+    offset)), so a transaction whose first offset retention deleted holds the LSO *at* the log
+    start: an LSO equal to the log start proves nothing for it, one above the log start does."""
+    return off.lso > max(first_offset, off.log_start)
+
+
 @dataclass(frozen=True)
 class Reread:
     key: AlertKey
@@ -338,7 +347,7 @@ def reread(key: AlertKey, *, wire: Any, confirm: Any, lookback: Any, span_max_by
     apis = {"DescribeProducers": confirm.supports(DescribeProducersRequest),
             "ListTransactions": confirm.supports(ListTransactionsRequest),
             "DescribeTransactions": confirm.supports(DescribeTransactionsRequest)}
-    if off.lso > first:
+    if lso_passed(off, first):
         return Reread(key, at_ms, leader, off, apis=apis)
     log = read_producer(wire, topic, partition, pid, first, min(off.lso, first), off.high_watermark,
                         max_bytes=span_max_bytes)
