@@ -186,6 +186,7 @@ import termios
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -2584,6 +2585,25 @@ _TXN_STATUS = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCom
                "PrepareEpochFence")  # TransactionState.id order (TransactionLog.readTxnRecordValue)
 
 
+def _batch_records(data: bytes, b: Any) -> Iterator[tuple[bytes, bytes | None]]:
+    """(key, value) of each record of an uncompressed v2 batch (``DefaultRecord.readFrom``:
+    length, attributes, timestampDelta, offsetDelta, key, value as zigzag varints and bytes;
+    headers are skipped with the rest of the record)."""
+    p = b.position + _V2_HEADER_SIZE
+    for _ in range(b.count):
+        length, p = _read_varint(data, p)
+        end = p + length
+        p += 1  # attributes
+        _, p = _read_varint(data, p)  # timestamp delta
+        _, p = _read_varint(data, p)  # offset delta
+        key_len, p = _read_varint(data, p)
+        key = data[p:p + key_len]
+        p += max(key_len, 0)
+        value_len, p = _read_varint(data, p)
+        yield key, (data[p:p + value_len] if value_len >= 0 else None)
+        p = end
+
+
 def _txn_log_values(segs: list[_Segment]) -> dict[str, _TxnState | None]:
     """The latest ``__transaction_state`` value per transactional id (None: tombstone), replayed as
     ``TransactionStateManager.loadTransactionsForTxnTopicPartition`` does when its coordinator
@@ -2599,19 +2619,7 @@ def _txn_log_values(segs: list[_Segment]) -> dict[str, _TxnState | None]:
         for b in seg.batches:
             if b.magic < 2 or b.is_control or b.attributes & _ATTR_COMPRESSION:
                 continue
-            p = b.position + _V2_HEADER_SIZE
-            for _ in range(b.count):
-                length, p = _read_varint(data, p)
-                end = p + length
-                p += 1  # attributes
-                _, p = _read_varint(data, p)  # timestamp delta
-                _, p = _read_varint(data, p)  # offset delta
-                key_len, p = _read_varint(data, p)
-                key = data[p:p + key_len]
-                p += max(key_len, 0)
-                value_len, p = _read_varint(data, p)
-                value = data[p:p + value_len] if value_len >= 0 else None
-                p = end
+            for key, value in _batch_records(data, b):
                 (n,) = struct.unpack_from(">h", key, 2)
                 tid = key[4:4 + n].decode()
                 out[tid] = None if value is None else _txn_value(value)
@@ -2643,19 +2651,7 @@ def _offsets_log(segs: list[_Segment]) -> tuple[dict[tuple[str, str, int], int],
                 if b.control_type == 1:  # ControlRecordType.COMMIT
                     committed.update(done)
                 continue
-            p = b.position + _V2_HEADER_SIZE
-            for _ in range(b.count):
-                length, p = _read_varint(data, p)
-                end = p + length
-                p += 1  # attributes
-                _, p = _read_varint(data, p)  # timestamp delta
-                _, p = _read_varint(data, p)  # offset delta
-                key_len, p = _read_varint(data, p)
-                key = data[p:p + key_len]
-                p += max(key_len, 0)
-                value_len, p = _read_varint(data, p)
-                value = data[p:p + value_len] if value_len >= 0 else None
-                p = end
+            for key, value in _batch_records(data, b):
                 (kv,) = struct.unpack_from(">h", key, 0)
                 if kv not in (0, 1):
                     continue
