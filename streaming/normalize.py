@@ -30,7 +30,8 @@ def data_events(
     reduce_from: int | None = None,
     typed: bool = True,
 ) -> pd.DataFrame:
-    """Spans and markers of one read of a data partition (DESIGN §4-§5).
+    """Spans and markers of one read of a data partition (DESIGN §4-§5): :func:`data_event_columns`
+    as a frame.
 
     Spans: per producer id, the transactional data batches between two of its control batches
     are collapsed into one row. Batches whose CRC is known bad are left out (the caller emits a
@@ -41,12 +42,41 @@ def data_events(
     ``typed=False``: leave the columns untyped (``event_time`` in ms) for a caller that types the
     whole read once (:func:`streaming.events.to_frame`).
     """
+    final = data_event_columns(cols, topic=topic, partition=partition, source=source, cluster=cluster,
+                               event_time_ms=event_time_ms, source_position=source_position,
+                               position_format=position_format, reduce_from=reduce_from)
+    if final is None:
+        return to_frame([])
+    n_out = len(final["kind"])
+    for k, v in final.items():
+        if not isinstance(v, np.ndarray):  # one value for every row
+            final[k] = np.full(n_out, v, dtype=object if isinstance(v, str) else None)
+    frame = pd.DataFrame(final)
+    return to_frame(frame) if typed else frame
+
+
+def data_event_columns(
+    cols: dict[str, np.ndarray],
+    *,
+    topic: str,
+    partition: int,
+    source: str,
+    cluster: str,
+    event_time_ms: int,
+    source_position: str | None = None,
+    position_format: str = "{prefix}@{pos}",
+    reduce_from: int | None = None,
+) -> dict[str, Any] | None:
+    """The rows of :func:`data_events` as columns (None: no row): numpy arrays, and scalars for
+    the values every row has (topic, partition, source, cluster, event time in ms), for a caller
+    that gathers many reads column by column (:class:`streaming.event_table.EventTable`).
+    A column is float (NaN: null) or object (NaN: null) where the spans or the markers lack it."""
     n = len(cols["base_offset"])
     if n == 0:
-        return to_frame([])
+        return None
     keep = cols["is_transactional"] & (cols["producer_id"] >= 0) & (cols["crc_valid"] != 0)
     if not keep.any():
-        return to_frame([])
+        return None
     c = {k: cols[k][keep] for k in (
         "base_offset", "last_offset", "batch_size", "first_timestamp", "max_timestamp", "producer_id",
         "producer_epoch", "record_count", "is_control", "control_type", "coordinator_epoch", "position")}
@@ -86,22 +116,20 @@ def data_events(
     out = {k: v[order] for k, v in out.items()}
     if reduce_from is not None:
         out = _reduce_arrays(out, reduce_from) or out
-    n_out = len(out["first_offset"])
     prefix = source_position or f"{topic}-{partition}"
-    final = {k: v for k, v in out.items() if k not in ("first_position", "stretch")}
-    final["topic"] = np.full(n_out, topic, dtype=object)
-    final["partition"] = np.full(n_out, partition)
-    final["source"] = np.full(n_out, source, dtype=object)
-    final["cluster"] = np.full(n_out, cluster, dtype=object)
-    final["event_time"] = np.full(n_out, event_time_ms)
+    final: dict[str, Any] = {k: v for k, v in out.items() if k not in ("first_position", "stretch")}
+    final["topic"] = topic
+    final["partition"] = partition
+    final["source"] = source
+    final["cluster"] = cluster
+    final["event_time"] = event_time_ms
     if position_format == "{prefix}@{pos}":  # the default, without a format() call per row
         head = f"{prefix}@"
         final["source_position"] = np.array([head + str(p) for p in out["first_position"].tolist()], dtype=object)
     else:
         final["source_position"] = np.array([position_format.format(prefix=prefix, pos=p)
                                              for p in out["first_position"].tolist()], dtype=object)
-    frame = pd.DataFrame(final)
-    return to_frame(frame) if typed else frame
+    return final
 
 
 def _control_names(codes: np.ndarray) -> np.ndarray:
@@ -391,6 +419,14 @@ def snapshot_events(
 ) -> pd.DataFrame:
     """One row per producer snapshot entry (detection.md §1: seeds open transactions).
     ``typed=False``: as :func:`data_events`."""
+    rows = snapshot_rows(entries, topic=topic, partition=partition, snapshot_offset=snapshot_offset, source=source,
+                         cluster=cluster, event_time_ms=event_time_ms, source_position=source_position)
+    return to_frame(rows) if typed else pd.DataFrame.from_records(rows)
+
+
+def snapshot_rows(entries: Iterable[dict[str, Any]], *, topic: str, partition: int, snapshot_offset: int, source: str,
+                  cluster: str, event_time_ms: int, source_position: str | None = None) -> list[dict[str, Any]]:
+    """:func:`snapshot_events` as row dicts (``events.make_row``)."""
     rows = []
     for e in entries:
         first = e["current_txn_first_offset"]
@@ -403,7 +439,7 @@ def snapshot_events(
             coordinator_epoch=e["coordinator_epoch"], snapshot_offset=snapshot_offset,
             event_time=event_time_ms, source_position=source_position,
         ))
-    return to_frame(rows) if typed else pd.DataFrame.from_records(rows)
+    return rows
 
 
 def progress_event(

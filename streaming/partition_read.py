@@ -35,13 +35,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from streaming.event_table import EventTable
 from streaming.events import to_frame
 from streaming.normalize import (
+    data_event_columns,
     data_events,
     progress_event,
     reduce_coordinator_records,
     route_coordinator_rows,
     snapshot_events,
+    snapshot_rows,
     txn_state_rows,
 )
 
@@ -147,7 +150,7 @@ def data_partition_events(
     progress_position: str | None = None,
     typed: bool = True,
     end_proven: bool | None = None,
-    collect: ReadRows | None = None,
+    collect: ReadRows | EventTable | None = None,
 ) -> pd.DataFrame | None:
     """Events of one read of a data partition, ending with its progress row.
 
@@ -160,21 +163,34 @@ def data_partition_events(
     the snapshot's entries as events (first read of the partition only). ``end_proven``: the
     read reached the partition's end (detection.md §0; None: the source cannot say). The progress
     row's ``last_ts`` is the newest timestamp of the read's batches that passed their CRC.
+    ``collect``: append the rows to it instead of returning them (:class:`ReadRows`: untyped
+    frames and dicts; :class:`~streaming.event_table.EventTable`: columns, no pandas at all).
     """
     common = ctx.common
+    columnar = isinstance(collect, EventTable)
     frames: list[pd.DataFrame] = []
+    seed_rows: list[dict[str, Any]] = []
+    columns: list[dict[str, Any]] = []
     if seed is not None:
-        frames.append(snapshot_events(seed.entries, topic=ctx.topic, partition=ctx.partition,
-                                      snapshot_offset=seed.offset, source_position=seed.source_position, typed=False,
-                                      **common))
+        kw = dict(topic=ctx.topic, partition=ctx.partition, snapshot_offset=seed.offset,
+                  source_position=seed.source_position, **common)
+        if columnar:
+            seed_rows = snapshot_rows(seed.entries, **kw)
+        else:
+            frames.append(snapshot_events(seed.entries, typed=False, **kw))
     for piece in pieces:
         # Split at the snapshot so that no span straddles it: what lies below is preview only.
         parts = split_at(piece.cols, ctx.snapshot_offset) if ctx.snapshot_offset is not None else (piece.cols,)
         reduce_from = (ctx.snapshot_offset or 0) if REDUCE_IN_READ else None
         for cols in parts:
-            frames.append(data_events(cols, topic=ctx.topic, partition=ctx.partition,
-                                      source_position=piece.source_position, position_format=piece.position_format,
-                                      reduce_from=reduce_from, typed=False, **common))
+            kw = dict(topic=ctx.topic, partition=ctx.partition, source_position=piece.source_position,
+                      position_format=piece.position_format, reduce_from=reduce_from, **common)
+            if columnar:
+                c = data_event_columns(cols, **kw)
+                if c is not None:
+                    columns.append(c)
+            else:
+                frames.append(data_events(cols, typed=False, **kw))
         if state is not None:
             replay_batches(state, piece.cols, ctx.snapshot_offset)
     if broker is not None:
@@ -192,6 +208,8 @@ def data_partition_events(
               if len(p.cols["max_timestamp"])]
     if newest and max(newest) >= 0:
         prog["last_ts"] = max(newest)
+    if columnar:
+        return _collect_table(seed_rows, columns, [*gaps, prog], ctx, collect)
     if collect is not None:
         return _collect(frames, [*gaps, prog], ctx, collect)
     frames.append(_records_frame([*gaps, prog], typed))
@@ -221,7 +239,7 @@ def txn_partition_events(
     progress_position: str | None = None,
     typed: bool = True,
     end_proven: bool | None = None,
-    collect: ReadRows | None = None,
+    collect: ReadRows | EventTable | None = None,
 ) -> pd.DataFrame | None:
     """Events of one read of a ``__transaction_state`` partition, ending with its progress row.
 
@@ -253,6 +271,8 @@ def txn_partition_events(
     newest = [r["timestamp"] for piece in pieces for r in piece.records if r.get("timestamp") is not None]
     if newest:
         prog["last_ts"] = max(newest)
+    if isinstance(collect, EventTable):
+        return _collect_table([], [], [*routed, *gaps, prog], ctx, collect)
     if collect is not None:
         return _collect(frames, [*routed, *gaps, prog], ctx, collect)
     frames.append(_records_frame([*gaps, prog], typed))
@@ -287,6 +307,27 @@ def _collect(frames: list[pd.DataFrame], rows: list[dict[str, Any]], ctx: ReadCo
         if snap is not None and r["kind"] == "progress":
             r["snapshot_offset"] = snap
         out.rows.append(r)
+
+
+def _collect_table(seed_rows: list[dict[str, Any]], columns: list[dict[str, Any]], rows: list[dict[str, Any]],
+                   ctx: ReadContext, out: EventTable) -> None:
+    """:func:`_finish` for a caller gathering many reads column by column: the same rows, stamps
+    and order (seed snapshot rows, spans and markers, then gap, progress or coordinator rows)."""
+    stamps = {k: v for k, v in (("from_log_start", ctx.from_log_start), ("read_from_zero", ctx.read_from_zero))
+              if v is not None}
+    snap = ctx.snapshot_offset
+    out.add_rows([{**r, **stamps} for r in seed_rows])
+    for c in columns:  # spans and markers only
+        c.update(stamps)
+        if snap is not None:
+            c["snapshot_offset"] = snap
+        out.add_columns(len(c["kind"]), c)
+    rows = [{**r, **stamps} for r in rows]
+    if snap is not None:
+        for r in rows:
+            if r["kind"] == "progress":
+                r["snapshot_offset"] = snap
+    out.add_rows(rows)
 
 
 def _finish(frames: list[pd.DataFrame], ctx: ReadContext, typed: bool = True) -> pd.DataFrame:

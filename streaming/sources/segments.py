@@ -64,7 +64,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAv
 
 from streaming import partition_read
 from streaming.clock_guard import DEFAULT_TOLERANCE_MS, guarded_clock
-from streaming.events import spark_schema, to_arrow
+from streaming.event_table import EventTable
+from streaming.events import spark_schema
 from streaming.normalize import gap_event
 from streaming.partition_read import (
     BatchPiece,
@@ -222,8 +223,10 @@ def read_range(
 
 
 def read_events(read: PartitionRead, *, cluster: str, clock_ms: int, source: str = "segments",
-                txn_partition_count: int | None = None, typed: bool = True) -> pd.DataFrame:
-    """Step 4 of a log-dir read: a read and decoded partition (:class:`PartitionRead`) → its events."""
+                txn_partition_count: int | None = None, typed: bool = True,
+                collect: EventTable | None = None) -> pd.DataFrame | None:
+    """Step 4 of a log-dir read: a read and decoded partition (:class:`PartitionRead`) → its events
+    (appended to ``collect`` instead when given)."""
     part = read.part
     common = dict(source=source, cluster=cluster, event_time_ms=clock_ms)
     gaps = []
@@ -239,25 +242,29 @@ def read_events(read: PartitionRead, *, cluster: str, clock_ms: int, source: str
         pieces = [TxnPiece(*r, reduced=read.reduced) for r in read.records]
         return txn_partition_events(ctx, pieces, read.replay, gaps=gaps, log_start_offset=read.log_start_offset,
                                     progress_position=read.progress_position, typed=typed,
-                                    end_proven=read.end_proven)
+                                    end_proven=read.end_proven, collect=collect)
     # A backlog (max_bytes_per_trigger) is read through the micro-batch's clock but not to the
     # partition's end: its verdicts are published unverified until the read that reaches it.
     return data_partition_events(ctx, [BatchPiece(*b) for b in read.batches], seed=read.seed, gaps=gaps,
                                  broker=Offsets(read.high_watermark, read.lso, read.log_start_offset),
-                                 progress_position=read.progress_position, typed=typed, end_proven=read.end_proven)
+                                 progress_position=read.progress_position, typed=typed, end_proven=read.end_proven,
+                                 collect=collect)
 
 
 def _read_partition(p: SegmentsPartition | SegmentsGroup, opts: dict[str, Any]) -> Iterator[Any]:
-    frames = []
+    """The task's reads, one partition after the other as :func:`read_range` does them, gathered
+    column by column (:class:`EventTable`) and yielded as one Arrow batch: no pandas on the way."""
+    table = EventTable()
     for one in p.parts if isinstance(p, SegmentsGroup) else [p]:
         part = parse_partition_dir(one.part_path)
-        frames.append(read_range(part, one.chunks, start=tuple(one.start) if one.start else None,
-                                 end=tuple(one.end) if one.end else None, cluster=opts["cluster"],
-                                 clock_ms=one.clock, validate_crc=opts["validate_crc"], seed_offset=one.seed_offset,
-                                 txn_partition_count=opts["txn_partitions"], typed=False))
-    frames = [f for f in frames if len(f)]
-    if frames:
-        yield to_arrow(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
+        start = tuple(one.start) if one.start else None
+        read = read_partition(list_files(part, start), one.chunks, start=start,
+                              end=tuple(one.end) if one.end else None, validate_crc=opts["validate_crc"],
+                              seed_offset=one.seed_offset, reduce=partition_read.REDUCE_IN_READ)
+        read_events(read, cluster=opts["cluster"], clock_ms=one.clock, txn_partition_count=opts["txn_partitions"],
+                    collect=table)
+    if len(table):
+        yield table.to_arrow()
 
 
 class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

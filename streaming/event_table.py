@@ -1,0 +1,161 @@
+"""Event rows gathered column by column and handed on as one Arrow batch (DESIGN §9: Arrow
+batches out of the source, no Python object per record on the hot path). No Spark.
+
+A reader of many partitions (the ``segments`` source's task: a group of partitions, read one by
+one) collects every read into one :class:`EventTable` and yields :meth:`EventTable.to_arrow`,
+instead of a pandas frame per piece, a ``pd.concat`` per partition and per group, and the typing
+of the concatenation. The batch is the one ``events.to_arrow(pd.concat(frames))`` gives for the
+untyped frames the pandas path builds from the same rows (same columns, types, values and row
+order): a column a part lacks is null there, NaN in a float column and None/NaN/NA in an object
+column are null, ``event_time`` is epoch milliseconds.
+
+A part is either a column dict (``add_columns``: numpy arrays of one length, or scalars meaning
+"this value on every row of the part") or row dicts (``add_rows``: gap, progress, coordinator and
+snapshot rows, a few per read).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from streaming.events import EVENT_FIELDS, arrow_schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+_NUMERIC = {"long": np.int64, "int": np.int64, "short": np.int64}
+
+
+class EventTable:
+    """Untyped event rows of many reads, in the order added, typed once into Arrow."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[int, dict[str, Any]]] = []
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add_columns(self, n: int, cols: dict[str, Any]) -> None:
+        """``n`` rows given as columns: arrays of length ``n`` or scalars (one value for all)."""
+        if n:
+            self._parts.append((n, cols))
+            self._n += n
+
+    def add_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Row dicts (``events.make_row`` or a subset of its fields; a missing field is null)."""
+        if not rows:
+            return
+        names: dict[str, None] = {}
+        for r in rows:
+            names.update(dict.fromkeys(r))
+        self.add_columns(len(rows), {k: [r.get(k) for r in rows] for k in names})
+
+    def to_arrow(self) -> pa.RecordBatch:
+        """Every row as one record batch with ``events.arrow_schema()``."""
+        import pyarrow as pa
+
+        schema = arrow_schema()
+        arrays = []
+        for (name, typ), f in zip(EVENT_FIELDS, schema, strict=True):
+            values = [(n, cols.get(name)) for n, cols in self._parts]
+            if all(v is None for _, v in values):
+                arrays.append(pa.nulls(self._n, f.type))
+            elif typ in ("string", "array<string>"):
+                arrays.append(_objects(values, f.type, pa))
+            else:
+                arrays.append(_numbers(values, typ, f.type, pa))
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _is_null(v: Any) -> bool:
+    """None, NaN and pandas' NA (what ``pd.isna`` calls null for a scalar)."""
+    if v is None:
+        return True
+    if isinstance(v, float):
+        return math.isnan(v)
+    return type(v).__name__ == "NAType"
+
+
+def _objects(values: list[tuple[int, Any]], pa_type: Any, pa: Any) -> Any:
+    """A string (or list of strings) column from the parts' arrays, lists and scalars."""
+    import pandas as pd
+
+    if all(not isinstance(v, (np.ndarray, list)) for _, v in values) and pa_type == pa.string():
+        # one value per part (topic, source, cluster, ...): a dictionary array, decoded once
+        uniq: dict[Any, int] = {}
+        codes = np.array([-1 if _is_null(v) else uniq.setdefault(v, len(uniq)) for _, v in values], dtype=np.int32)
+        idx = np.repeat(codes, [n for n, _ in values])
+        dictionary = pa.array(list(uniq), type=pa.string())
+        return pa.DictionaryArray.from_arrays(pa.array(idx, mask=idx < 0), dictionary).cast(pa.string())
+    chunks = []
+    for n, v in values:
+        if isinstance(v, np.ndarray):
+            chunks.append(v.astype(object, copy=False))
+        elif isinstance(v, list):
+            a = np.empty(n, dtype=object)
+            for i, x in enumerate(v):  # element by element: a list value must stay one cell
+                a[i] = x
+            chunks.append(a)
+        else:
+            chunks.append(np.full(n, None if _is_null(v) else v, dtype=object))
+    out = np.concatenate(chunks) if len(chunks) > 1 else chunks[0].copy()
+    null = pd.isna(out) if pa_type == pa.string() else np.fromiter((_is_null(x) for x in out), bool, len(out))
+    out[null] = None
+    return pa.array(out, type=pa_type)
+
+
+def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> Any:
+    """An integer, boolean or timestamp column from the parts' arrays, lists and scalars."""
+    target = np.bool_ if typ == "bool" else np.int64
+    chunks, masks = [], []
+    for n, v in values:
+        if isinstance(v, list):
+            mask = np.fromiter((_is_null(x) for x in v), bool, n)
+            vals = np.array([False if m else x for x, m in zip(v, mask.tolist(), strict=True)], dtype=object)
+            chunks.append(_exact(vals, target))
+            masks.append(mask)
+        elif isinstance(v, np.ndarray):
+            if v.dtype == object:
+                mask = np.fromiter((_is_null(x) for x in v), bool, n)
+                chunks.append(_exact(np.where(mask, False, v), target))
+                masks.append(mask)
+            elif v.dtype.kind == "f":
+                mask = np.isnan(v)
+                chunks.append(_exact(np.where(mask, 0.0, v), target))
+                masks.append(mask)
+            else:
+                chunks.append(v)
+                masks.append(None)
+        elif _is_null(v):
+            chunks.append(np.zeros(n, dtype=target))
+            masks.append(np.ones(n, dtype=bool))
+        else:
+            chunks.append(np.full(n, v))
+            masks.append(None)
+    vals = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+    mask = None
+    if any(m is not None for m in masks):
+        mask = np.concatenate([np.zeros(n, dtype=bool) if m is None else m
+                               for (n, _), m in zip(values, masks, strict=True)])
+    if typ == "timestamp":
+        vals = vals.astype(np.int64) * 1000  # epoch ms -> us
+    elif typ == "bool":
+        vals = vals.astype(bool)
+    return pa.array(vals, type=pa_type, mask=mask)  # safe cast: an overflow raises
+
+
+def _exact(v: np.ndarray, target: Any) -> np.ndarray:
+    """``v`` as ``target`` values; a fractional number raises as pandas' ``astype("Int64")`` does."""
+    if target is np.bool_:
+        return v.astype(bool)
+    if v.dtype == object:
+        v = np.array(v.tolist())
+    if v.dtype.kind == "f":
+        if not np.array_equal(v, np.trunc(v)):
+            raise TypeError("cannot safely cast non-equivalent float64 to int64")
+        return v.astype(np.int64)
+    return v.astype(np.int64) if v.dtype.kind == "b" else v
