@@ -103,13 +103,14 @@ def _objects(values: list[tuple[int, Any]], pa_type: Any, pa: Any) -> Any:
         else:
             chunks.append(np.full(n, None if _is_null(v) else v, dtype=object))
     out = np.concatenate(chunks) if len(chunks) > 1 else chunks[0].copy()
-    null = pd.isna(out) if pa_type == pa.string() else np.fromiter((_is_null(x) for x in out), bool, len(out))
-    out[null] = None
+    out[pd.isna(out)] = None  # element by element: a list cell is not null
     return pa.array(out, type=pa_type)
 
 
 def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> Any:
     """An integer, boolean or timestamp column from the parts' arrays, lists and scalars."""
+    import pandas as pd
+
     target = np.bool_ if typ == "bool" else np.int64
     chunks, masks = [], []
     for n, v in values:
@@ -120,8 +121,11 @@ def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> 
             masks.append(mask)
         elif isinstance(v, np.ndarray):
             if v.dtype == object:
-                mask = np.fromiter((_is_null(x) for x in v), bool, n)
-                chunks.append(_exact(np.where(mask, False, v), target))
+                mask = pd.isna(v)
+                vals = np.zeros(n, dtype=target)
+                if not mask.all():
+                    vals[~mask] = _exact(v[~mask], target)
+                chunks.append(vals)
                 masks.append(mask)
             elif v.dtype.kind == "f":
                 mask = np.isnan(v)

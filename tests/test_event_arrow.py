@@ -16,6 +16,7 @@ import pytest
 import streaming.sources.segments as segments
 from streaming.events import FIELD_NAMES, arrow_schema, to_arrow, to_frame
 from streaming.simulate.scenarios import SCENARIOS, write_scenario
+from streaming.sources.log_layout import parse_partition_dir
 
 
 def reference(df: pd.DataFrame) -> pa.RecordBatch:
@@ -32,20 +33,23 @@ def assert_same(df: pd.DataFrame) -> None:
 
 @pytest.fixture(scope="module")
 def read_frames(tmp_path_factory) -> list[pd.DataFrame]:
-    """Every frame the segments reader hands to ``to_arrow``, over every scenario."""
+    """The untyped frames of the segments reader's pandas path (``read_range(typed=False)``, one
+    per planned partition, and their concatenation per group of input partitions, as the reader
+    handed them to ``to_arrow`` before it gathered columns: ``streaming.event_table``), over every
+    scenario."""
     frames: list[pd.DataFrame] = []
     root = tmp_path_factory.mktemp("scen")
-    real = segments.to_arrow
-    segments.to_arrow = lambda df: (frames.append(df.copy()), real(df))[1]
-    try:
-        for name in sorted(SCENARIOS):
-            params = {"target_bytes": 1_000_000} if name == "random-mix" else {}
-            sc = write_scenario(name, root / name, seed=3, **params)
-            r = segments.SegmentsBatchReader({"path": str(sc.root), "cluster": "c", "input_partitions": "2"})
-            for p in r.partitions():
-                list(r.read(p))
-    finally:
-        segments.to_arrow = real
+    for name in sorted(SCENARIOS):
+        params = {"target_bytes": 1_000_000} if name == "random-mix" else {}
+        sc = write_scenario(name, root / name, seed=3, **params)
+        r = segments.SegmentsBatchReader({"path": str(sc.root), "cluster": "c", "input_partitions": "2"})
+        for group in r.partitions():
+            parts = [segments.read_range(parse_partition_dir(one.part_path), one.chunks, start=None,
+                                         end=tuple(one.end), cluster="c", clock_ms=one.clock,
+                                         seed_offset=one.seed_offset, txn_partition_count=50, typed=False)
+                     for one in group.parts]
+            frames += parts
+            frames.append(pd.concat([f for f in parts if len(f)], ignore_index=True))
     return frames
 
 

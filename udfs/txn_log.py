@@ -207,13 +207,17 @@ _TOMBSTONE_VALUE = dict(value_version=None, producer_id=None, producer_epoch=Non
                         next_producer_epoch=None)
 
 
-def batch_columns(scan: BatchScan) -> dict[str, list[Any]]:
+def batch_columns(scan: BatchScan, rows: np.ndarray | None = None) -> dict[str, Any]:
     """The batch-table columns :func:`decode_batch` reads, as Python lists (indexing numpy arrays
-    per batch boxes a numpy scalar every time)."""
-    return {k: scan.columns[k].tolist() for k in _BATCH_COLS}
+    per batch boxes a numpy scalar every time); with ``rows`` only those batches, as dicts keyed
+    by batch index (indexed alike: the reduction builds a few hundred of 200,000 records)."""
+    if rows is None:
+        return {k: scan.columns[k].tolist() for k in _BATCH_COLS}
+    at = rows.tolist()
+    return {k: dict(zip(at, scan.columns[k][rows].tolist(), strict=True)) for k in _BATCH_COLS}
 
 
-def record_timestamp(cols: dict[str, list[Any]], i: int, ts_delta: int) -> int:
+def record_timestamp(cols: dict[str, Any], i: int, ts_delta: int) -> int:
     """A record's timestamp: base + delta for CreateTime batches without a delete horizon, else
     the batch's max timestamp."""
     if not cols["has_delete_horizon"][i] and cols["timestamp_type"][i] == 0:
@@ -221,7 +225,7 @@ def record_timestamp(cols: dict[str, list[Any]], i: int, ts_delta: int) -> int:
     return int(cols["max_timestamp"][i])
 
 
-def make_record(cols: dict[str, list[Any]], i: int, off_delta: int, ts_delta: int,
+def make_record(cols: dict[str, Any], i: int, off_delta: int, ts_delta: int,
                 key: bytes | memoryview | None, value: bytes | memoryview | None) -> dict[str, Any]:
     """One record of batch ``i`` as a dict (all ``udfs.model.TXN_RECORD_KEYS``).
     Raises ValueError/struct.error when the key or value is malformed."""
@@ -244,7 +248,7 @@ def make_record(cols: dict[str, list[Any]], i: int, off_delta: int, ts_delta: in
     return rec
 
 
-def decode_batch(buf: memoryview, cols: dict[str, list[Any]], i: int, base_position: int, source: str | None,
+def decode_batch(buf: memoryview, cols: dict[str, Any], i: int, base_position: int, source: str | None,
                  records: list[dict[str, Any]], errors: list[DecodeError]) -> None:
     """Decode the records of batch ``i`` one by one into ``records`` (step 3 of the module
     docstring: the batches the walk does not take); problems go to ``errors`` (a bad record is
@@ -329,9 +333,9 @@ def _decode(buf: memoryview, scan: BatchScan, source: str | None, base_position:
     end = start + c["batch_size"].astype(np.int64)
     count = c["record_count"].astype(np.int64)
     skipped = c["is_control"].astype(bool) | (c["crc_valid"] == 0)
-    cols = batch_columns(scan)
     slow_recs: list[dict[str, Any]] = []
     if not reduce:
+        cols = batch_columns(scan)
         # Every record becomes a dict: the walk would only check them twice (it pays where the
         # reduction drops most records without building them). Batch order, then order within
         # the batch, is file order.
@@ -346,7 +350,9 @@ def _decode(buf: memoryview, scan: BatchScan, source: str | None, base_position:
     w = _walk_records(buf, start, end, count, walk_b)  # clears walk_b for the batches it does not take
 
     slow_at: list[int] = []
-    for i in np.flatnonzero(~walk_b & ~skipped).tolist():
+    slow_b = np.flatnonzero(~walk_b & ~skipped)
+    cols = batch_columns(scan, slow_b)
+    for i in slow_b.tolist():
         before = len(slow_recs)
         decode_batch(buf, cols, i, base_position, source, slow_recs, scan.errors)
         slow_at += [i] * (len(slow_recs) - before)
@@ -372,6 +378,9 @@ def _decode(buf: memoryview, scan: BatchScan, source: str | None, base_position:
     # step 5
     out: list[dict[str, Any]] = []
     rb, roff, rts = w["batch"], w["offset_delta"], w["ts_delta"]
+    kept_fast = which[seq][~is_slow[seq]]
+    for k, v in batch_columns(scan, np.unique(rb[kept_fast])).items():
+        cols[k].update(v)
     rks, rkl, rvs, rvl = w["key_start"], w["key_len"], w["value_start"], w["value_len"]
     for slow, r in zip(is_slow[seq].tolist(), which[seq].tolist(), strict=True):
         if slow:
@@ -419,7 +428,6 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
         return {**dict.fromkeys((*names, "pid", "prev", "tid"), none), "tomb": np.empty(0, dtype=bool), "codes": {}}
     arr = np.zeros(len(buf) + _PAD, dtype=np.uint8)
     arr[: len(buf)] = np.frombuffer(buf, dtype=np.uint8)
-    hi_cum = np.concatenate(([0], np.cumsum(arr >= 0x80)))
 
     # record framing, record k of every walked batch at once
     rb, rk, roff, rts, rks, rkl, rvs, rvl = ([] for _ in range(8))
@@ -459,9 +467,10 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
     rks, rkl, rvs, rvl = r["key_start"], r["key_len"], r["value_start"], r["value_len"]
     ok = (rkl >= 4) & (_int(arr, rks, 2) == 0)
     n = _int(arr, rks + 2, 2)
-    ok &= (n >= 0) & (4 + n <= rkl) & _ascii(hi_cum, rks + 4, n)
+    ok &= (n >= 0) & (4 + n <= rkl)
+    ok &= _ascii(arr, rks + 4, n, ok)
     tomb = rvl < 0
-    vok, pid, prev = _walk_value(arr, hi_cum, np.where(tomb, 0, rvs), np.where(tomb, 0, rvl))
+    vok, pid, prev = _walk_value(arr, np.where(tomb, 0, rvs), np.where(tomb, 0, rvl))
     ok &= tomb | vok
     walk_b[np.unique(r["batch"][~ok])] = False
     live = walk_b[r["batch"]]
@@ -499,15 +508,22 @@ def _uvarint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.nd
     """(value, position after, ok) of unsigned varints of at most 4 bytes ending by ``limit``."""
     pos = np.clip(pos, 0, len(arr) - _PAD)
     b0 = arr[pos]
-    if not (b0 & 0x80).any():  # all one byte long (the usual case)
+    c0 = b0 >= 0x80
+    if not c0.any():  # all one byte long (the usual case)
         return b0.astype(np.int64), pos + 1, pos + 1 <= limit
-    b = arr[pos[:, None] + np.arange(4)].astype(np.int64)
-    cont = (b & 0x80) != 0
-    # length: 1 + number of leading continuation bytes (a 5th byte means "too long for us")
-    n = np.where(~cont[:, 0], 1, np.where(~cont[:, 1], 2, np.where(~cont[:, 2], 3, np.where(~cont[:, 3], 4, 5))))
-    val = b[:, 0] & 0x7F
-    for j in range(1, 4):
-        val = np.where(n > j, val | ((b[:, j] & 0x7F) << (7 * j)), val)
+    b1 = arr[pos + 1]
+    # two bytes at most (record and value lengths); the longer ones below, on their rows alone
+    val = np.where(c0, (b0 & 0x7F).astype(np.int64) | (b1.astype(np.int64) << 7), b0.astype(np.int64))
+    n = 1 + c0.astype(np.int64)
+    longer = np.flatnonzero(c0 & (b1 >= 0x80))
+    if len(longer):
+        b = arr[pos[longer, None] + np.arange(4)].astype(np.int64)
+        cont = (b & 0x80) != 0
+        # length: 1 + number of leading continuation bytes (a 5th byte means "too long for us")
+        m = np.where(~cont[:, 2], 3, np.where(~cont[:, 3], 4, 5))
+        v = (b[:, 0] & 0x7F) | ((b[:, 1] & 0x7F) << 7) | ((b[:, 2] & 0x7F) << 14)
+        val[longer] = np.where(m > 3, v | ((b[:, 3] & 0x7F) << 21), v)
+        n[longer] = m
     ok = (n <= 4) & (pos + n <= limit)
     return val, pos + n, ok
 
@@ -518,14 +534,28 @@ def _varint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.nda
     return (raw >> 1) ^ -(raw & 1), end, ok
 
 
-def _ascii(hi_cum: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """Whether the bytes [start, start+length) are all ASCII (so valid UTF-8 decoding to themselves)."""
-    s = np.clip(start, 0, len(hi_cum) - 1)
-    e = np.clip(start + np.maximum(length, 0), 0, len(hi_cum) - 1)
-    return hi_cum[e] == hi_cum[s]
+_ASCII_WIDTH = 256  # longest string the walk checks (topic names: 249); longer: decoded by record
 
 
-def _walk_value(arr: np.ndarray, hi_cum: np.ndarray, vs: np.ndarray, vlen: np.ndarray):
+def _ascii(arr: np.ndarray, start: np.ndarray, length: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Whether the bytes [start, start+length) are all ASCII (so valid UTF-8 decoding to themselves),
+    for the strings ``where`` marks (True elsewhere: the caller ignores them). Only the strings'
+    own bytes are looked at (ids and topic names, a few dozen bytes each), in one gather; a string
+    longer than ``_ASCII_WIDTH`` is not taken on trust (False: its batch is decoded by record)."""
+    out = np.ones(len(start), dtype=bool)
+    n = np.where(where, length, 0)
+    long = n > _ASCII_WIDTH
+    out[long] = False
+    rows = np.flatnonzero(where & ~long & (n > 0))
+    if len(rows):
+        n, s = n[rows], np.maximum(start[rows], 0)
+        cols = np.arange(int(n.max()))
+        idx = np.minimum(s[:, None] + cols, len(arr) - 1)
+        out[rows] = ~((arr[idx] >= 0x80) & (cols < n[:, None])).any(axis=1)
+    return out
+
+
+def _walk_value(arr: np.ndarray, vs: np.ndarray, vlen: np.ndarray):
     """Check TransactionLogValues [vs, vs+vlen) as :func:`decode_txn_value` reads them.
     Returns (ok, producer id, previous producer id) per value."""
     ve = vs + vlen
@@ -547,7 +577,8 @@ def _walk_value(arr: np.ndarray, hi_cum: np.ndarray, vs: np.ndarray, vlen: np.nd
     for t in range(int(count[ok0].max(initial=0))):
         act = ok0 & (count > t)
         n = _int(arr, p0, 2)
-        ok0 &= ~act | ((p0 + 2 <= ve) & (n >= 0) & (p0 + 2 + n <= ve) & _ascii(hi_cum, p0 + 2, n))
+        good = (p0 + 2 <= ve) & (n >= 0) & (p0 + 2 + n <= ve)
+        ok0 &= ~act | (good & _ascii(arr, p0 + 2, n, act & good))
         act &= ok0
         q = p0 + 2 + n
         parts = _int(arr, q, 4)
@@ -563,7 +594,8 @@ def _walk_value(arr: np.ndarray, hi_cum: np.ndarray, vs: np.ndarray, vlen: np.nd
         act = ok1 & (cnt > t)
         n, q, good = _uvarint(arr, p1, ve)
         n -= 1
-        good &= (n >= 0) & (q + n <= ve) & _ascii(hi_cum, q, n)
+        good &= (n >= 0) & (q + n <= ve)
+        good &= _ascii(arr, q, n, act & good)
         q = q + n
         parts, q, g2 = _uvarint(arr, q, ve)
         parts -= 1
