@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     import streaming.microbatch as le
     from streaming.alerts import AlertConfig, Enricher
     from streaming.config import Config, engine_config
+    from streaming.local_engine import events_frame
     from streaming.microbatch import BatchWriter, SinkSet
     from streaming.runner import file_source_options
     from streaming.sources import logdir
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         keep("read (decode, events, reduction, proofs)", t, c)
         logdir.PLAN_SCANS = None
         t, c = time.perf_counter(), time.process_time()
-        df = pa.Table.from_batches(out).to_pandas()
+        df = events_frame(pa.Table.from_batches(out))  # as local_engine.read_source
         keep("arrow -> pandas", t, c)
         t, c = time.perf_counter(), time.process_time()
         recs = event_records(df)

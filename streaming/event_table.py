@@ -81,30 +81,47 @@ def _is_null(v: Any) -> bool:
 
 
 def _objects(values: list[tuple[int, Any]], pa_type: Any, pa: Any) -> Any:
-    """A string (or list of strings) column from the parts' arrays, lists and scalars."""
-    import pandas as pd
-
-    if all(not isinstance(v, (np.ndarray, list)) for _, v in values) and pa_type == pa.string():
+    """A string (or list of strings) column from the parts' arrays (numpy or Arrow), lists and
+    scalars. None, NaN and NA are null (``from_pandas``); a list cell stays one cell."""
+    if all(not isinstance(v, (np.ndarray, list, pa.Array)) for _, v in values) and pa_type == pa.string():
         # one value per part (topic, source, cluster, ...): a dictionary array, decoded once
         uniq: dict[Any, int] = {}
         codes = np.array([-1 if _is_null(v) else uniq.setdefault(v, len(uniq)) for _, v in values], dtype=np.int32)
         idx = np.repeat(codes, [n for n, _ in values])
         dictionary = pa.array(list(uniq), type=pa.string())
         return pa.DictionaryArray.from_arrays(pa.array(idx, mask=idx < 0), dictionary).cast(pa.string())
+    if any(isinstance(v, pa.Array) for _, v in values):
+        return pa.concat_arrays([_arrow_part(n, v, pa_type, pa) for n, v in values])
     chunks = []
     for n, v in values:
         if isinstance(v, np.ndarray):
             chunks.append(v.astype(object, copy=False))
         elif isinstance(v, list):
-            a = np.empty(n, dtype=object)
-            for i, x in enumerate(v):  # element by element: a list value must stay one cell
-                a[i] = x
-            chunks.append(a)
+            chunks.append(_object_cells(v))
         else:
             chunks.append(np.full(n, None if _is_null(v) else v, dtype=object))
-    out = np.concatenate(chunks) if len(chunks) > 1 else chunks[0].copy()
-    out[pd.isna(out)] = None  # element by element: a list cell is not null
-    return pa.array(out, type=pa_type)
+    return pa.array(np.concatenate(chunks) if len(chunks) > 1 else chunks[0], type=pa_type, from_pandas=True)
+
+
+def _object_cells(v: list[Any]) -> np.ndarray:
+    """``v`` as a 1-d object array, element by element (a list value must stay one cell)."""
+    a = np.empty(len(v), dtype=object)
+    for i, x in enumerate(v):
+        a[i] = x
+    return a
+
+
+def _arrow_part(n: int, v: Any, pa_type: Any, pa: Any) -> Any:
+    """One part's cells of a string column as an Arrow array of ``pa_type``."""
+    if isinstance(v, pa.Array):
+        return v if v.type == pa_type else v.cast(pa_type)
+    if isinstance(v, np.ndarray):
+        return pa.array(v, type=pa_type, from_pandas=True)
+    if isinstance(v, list):
+        return pa.array(_object_cells(v), type=pa_type, from_pandas=True)
+    if _is_null(v):
+        return pa.nulls(n, pa_type)
+    return pa.array(np.full(n, v, dtype=object), type=pa_type)
 
 
 def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> Any:
@@ -112,6 +129,13 @@ def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> 
     import pandas as pd
 
     target = np.bool_ if typ == "bool" else np.int64
+    if not any(isinstance(v, (np.ndarray, list)) for _, v in values):
+        # one value per part (partition, event time, stamps): repeated, nulls masked
+        null = np.array([_is_null(v) for _, v in values])
+        lengths = [n for n, _ in values]
+        vals = np.repeat(np.array([False if m else v for (_, v), m in zip(values, null.tolist(), strict=True)]),
+                         lengths)
+        return _typed(vals, typ, pa_type, pa, np.repeat(null, lengths) if null.any() else None)
     chunks, masks = [], []
     for n, v in values:
         if isinstance(v, list):
@@ -145,10 +169,16 @@ def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> 
     if any(m is not None for m in masks):
         mask = np.concatenate([np.zeros(n, dtype=bool) if m is None else m
                                for (n, _), m in zip(values, masks, strict=True)])
+    return _typed(vals, typ, pa_type, pa, mask)
+
+
+def _typed(vals: np.ndarray, typ: str, pa_type: Any, pa: Any, mask: np.ndarray | None) -> Any:
     if typ == "timestamp":
         vals = vals.astype(np.int64) * 1000  # epoch ms -> us
     elif typ == "bool":
         vals = vals.astype(bool)
+    elif vals.dtype.kind not in "iu":
+        vals = _exact(vals, np.int64)
     return pa.array(vals, type=pa_type, mask=mask)  # safe cast: an overflow raises
 
 

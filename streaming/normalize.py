@@ -49,7 +49,9 @@ def data_events(
         return to_frame([])
     n_out = len(final["kind"])
     for k, v in final.items():
-        if not isinstance(v, np.ndarray):  # one value for every row
+        if k == "source_position" and not isinstance(v, np.ndarray):  # an Arrow array
+            final[k] = np.array(v.to_pylist(), dtype=object)
+        elif not isinstance(v, np.ndarray):  # one value for every row
             final[k] = np.full(n_out, v, dtype=object if isinstance(v, str) else None)
     frame = pd.DataFrame(final)
     return to_frame(frame) if typed else frame
@@ -67,8 +69,9 @@ def data_event_columns(
     position_format: str = "{prefix}@{pos}",
     reduce_from: int | None = None,
 ) -> dict[str, Any] | None:
-    """The rows of :func:`data_events` as columns (None: no row): numpy arrays, and scalars for
-    the values every row has (topic, partition, source, cluster, event time in ms), for a caller
+    """The rows of :func:`data_events` as columns (None: no row): numpy arrays (``source_position``:
+    an Arrow string array), and scalars for the values every row has (topic, partition, source,
+    cluster, event time in ms), for a caller
     that gathers many reads column by column (:class:`streaming.event_table.EventTable`).
     A column is float (NaN: null) or object (NaN: null) where the spans or the markers lack it."""
     n = len(cols["base_offset"])
@@ -123,9 +126,12 @@ def data_event_columns(
     final["source"] = source
     final["cluster"] = cluster
     final["event_time"] = event_time_ms
-    if position_format == "{prefix}@{pos}":  # the default, without a format() call per row
-        head = f"{prefix}@"
-        final["source_position"] = np.array([head + str(p) for p in out["first_position"].tolist()], dtype=object)
+    if position_format == "{prefix}@{pos}":  # the default: Arrow's cast and join, no str per row
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        final["source_position"] = pc.binary_join_element_wise(
+            f"{prefix}@", pc.cast(pa.array(out["first_position"], type=pa.int64()), pa.string()), "")
     else:
         final["source_position"] = np.array([position_format.format(prefix=prefix, pos=p)
                                              for p in out["first_position"].tolist()], dtype=object)
