@@ -134,35 +134,44 @@ class PartitionState:
         last_off = cols["last_offset"][idx]
         first_ts = cols["first_timestamp"][idx]
         max_ts = cols["max_timestamp"][idx]
+
+        def at(values: np.ndarray, rows: np.ndarray) -> list[int]:
+            """values[rows] per producer as Python ints (0 where rows is -1 or n: not used)."""
+            ok = (rows >= 0) & (rows < n)
+            return np.where(ok, values[np.where(ok, rows, 0)], 0).tolist()
+
+        # Python ints per producer, gathered once: indexing numpy arrays per producer boxed a scalar each time
+        lc_, prev_, lt_, fa_, ep_, lcnt_ = (a.tolist() for a in (last_ctrl, prev_ctrl, last_typed, first_after, epoch,
+                                                                 last_counted))
+        closed_, after_ep_ = closed.tolist(), after_epoch.tolist()
+        base_lc, cep_lt, base_fa, ts_fa = at(base, last_ctrl), at(cepoch, last_typed), at(base, first_after), \
+            at(first_ts, first_after)
+        last_off_la, ts_lcnt = at(last_off, last_after), at(max_ts, last_counted)
         producers = self.producers
         for u, pid in enumerate(pids.tolist()):
             e = producers.get(pid)
             if e is None:
                 e = producers[pid] = ProducerEntry(pid)
-            lc = int(last_ctrl[u])
-            if lc >= 0:
-                ce_ = int(closed[u])
-                if int(prev_ctrl[u]) < 0 and e.txn_first_offset >= 0:  # it also closed what was open before
+            if lc_[u] >= 0:
+                ce_ = closed_[u]
+                if prev_[u] < 0 and e.txn_first_offset >= 0:  # it also closed what was open before
                     ce_ = max(ce_, e.txn_data_epoch)
                 e.last_marker_closed_epoch = ce_
                 e.txn_first_offset = -1
                 e.txn_data_epoch = -1
-                e.last_marker_offset = int(base[lc])
-            lt = int(last_typed[u])
-            if lt >= 0:
-                e.coordinator_epoch = int(cepoch[lt])
-            fa = int(first_after[u])
-            if fa < n:
+                e.last_marker_offset = base_lc[u]
+            if lt_[u] >= 0:
+                e.coordinator_epoch = cep_lt[u]
+            if fa_[u] < n:
                 if e.txn_first_offset < 0:  # OPEN at the first, the rest JOIN
-                    e.txn_first_offset = int(base[fa])
-                    e.txn_first_ts = int(first_ts[fa])
-                e.txn_data_epoch = max(e.txn_data_epoch, int(after_epoch[u]))
-                e.txn_last_offset = int(last_off[int(last_after[u])])
-            if epoch[u] >= 0:
-                e.producer_epoch = max(e.producer_epoch, int(epoch[u]))
-            lcnt = int(last_counted[u])
-            if lcnt >= 0:
-                e.last_timestamp = int(max_ts[lcnt])
+                    e.txn_first_offset = base_fa[u]
+                    e.txn_first_ts = ts_fa[u]
+                e.txn_data_epoch = max(e.txn_data_epoch, after_ep_[u])
+                e.txn_last_offset = last_off_la[u]
+            if ep_[u] >= 0:
+                e.producer_epoch = max(e.producer_epoch, ep_[u])
+            if lcnt_[u] >= 0:
+                e.last_timestamp = ts_lcnt[u]
 
 
 def replay_batches(state: PartitionState, cols: dict[str, np.ndarray], snapshot_offset: int | None) -> None:
