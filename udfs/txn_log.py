@@ -567,60 +567,81 @@ def _walk_value(arr: np.ndarray, vs: np.ndarray, vlen: np.ndarray):
     ok &= (status >= 0) & (status <= 7)
     prev = np.full(len(vs), -1, dtype=np.int64)
     p = vs + 17
-    v0 = ok & (version == 0)
-    v1 = ok & (version == 1)
-    # v0: INT32 count (-1 = null), per topic INT16 length + bytes, INT32 count + INT32s
-    ok0 = v0 & (p + 4 <= ve)
-    count = np.where(ok0, _int(arr, p, 4), 0)
-    ok0 &= (count >= -1) & (count <= MAX_TOPICS)
+    # each version's rows walked on their own, and each loop over topics or tags on the rows
+    # that still have one (a record lists a few topics; the longest sets the loop's length)
+    ok0 = np.zeros(len(vs), dtype=bool)
+    ok1 = np.zeros(len(vs), dtype=bool)
+    r0 = np.flatnonzero(ok & (version == 0))
+    if len(r0):
+        ok0[r0] = _walk_v0(arr, p[r0], ve[r0])
+    r1 = np.flatnonzero(ok & (version == 1))
+    if len(r1):
+        ok1[r1], prev[r1] = _walk_v1(arr, p[r1], ve[r1])
+    return (ok0 | ok1) & ok, pid, prev
+
+
+def _walk_v0(arr: np.ndarray, p: np.ndarray, ve: np.ndarray) -> np.ndarray:
+    """v0 values from their partitions array on (at ``p``, ending at ``ve``): INT32 count (-1 =
+    null), per topic INT16 length + bytes, INT32 count + INT32s, then the two timestamps."""
+    ok = p + 4 <= ve
+    count = np.where(ok, _int(arr, p, 4), 0)
+    ok &= (count >= -1) & (count <= MAX_TOPICS)
     p0 = p + 4
-    for t in range(int(count[ok0].max(initial=0))):
-        act = ok0 & (count > t)
-        n = _int(arr, p0, 2)
-        good = (p0 + 2 <= ve) & (n >= 0) & (p0 + 2 + n <= ve)
-        ok0 &= ~act | (good & _ascii(arr, p0 + 2, n, act & good))
-        act &= ok0
-        q = p0 + 2 + n
+    for t in range(int(count[ok].max(initial=0))):
+        rows = np.flatnonzero(ok & (count > t))
+        q0, e = p0[rows], ve[rows]
+        n = _int(arr, q0, 2)
+        good = (q0 + 2 <= e) & (n >= 0) & (q0 + 2 + n <= e)
+        good &= _ascii(arr, q0 + 2, n, good)
+        q = q0 + 2 + n
         parts = _int(arr, q, 4)
-        ok0 &= ~act | ((q + 4 <= ve) & (parts >= 0) & (q + 4 + 4 * parts <= ve))
-        act &= ok0
-        p0 = np.where(act, q + 4 + 4 * parts, p0)
-    ok0 &= p0 + 16 <= ve
-    # v1: compact arrays and strings (uvarint length + 1), element tags, then value tags
-    cnt, p1, ok1 = _uvarint(arr, p, ve)
-    ok1 &= v1 & (cnt - 1 <= MAX_TOPICS)
-    cnt = np.where(ok1, cnt - 1, 0)
-    for t in range(int(cnt[ok1].max(initial=0))):
-        act = ok1 & (cnt > t)
-        n, q, good = _uvarint(arr, p1, ve)
+        good &= (q + 4 <= e) & (parts >= 0) & (q + 4 + 4 * parts <= e)
+        ok[rows] = good
+        p0[rows[good]] = (q + 4 + 4 * parts)[good]
+    return ok & (p0 + 16 <= ve)
+
+
+def _walk_v1(arr: np.ndarray, p: np.ndarray, ve: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """v1 values from their partitions array on: compact arrays and strings (uvarint length + 1),
+    element tags, the two timestamps, then the value's tagged fields. Returns (ok,
+    PreviousProducerId or -1)."""
+    prev = np.full(len(p), -1, dtype=np.int64)
+    cnt, p1, ok = _uvarint(arr, p, ve)
+    ok &= cnt - 1 <= MAX_TOPICS
+    cnt = np.where(ok, cnt - 1, 0)
+    for t in range(int(cnt[ok].max(initial=0))):
+        rows = np.flatnonzero(ok & (cnt > t))
+        e = ve[rows]
+        n, q, good = _uvarint(arr, p1[rows], e)
         n -= 1
-        good &= (n >= 0) & (q + n <= ve)
-        good &= _ascii(arr, q, n, act & good)
+        good &= (n >= 0) & (q + n <= e)
+        good &= _ascii(arr, q, n, good)
         q = q + n
-        parts, q, g2 = _uvarint(arr, q, ve)
+        parts, q, g2 = _uvarint(arr, q, e)
         parts -= 1
-        good &= g2 & (parts >= 0) & (q + 4 * parts <= ve)
+        good &= g2 & (parts >= 0) & (q + 4 * parts <= e)
         q = q + 4 * parts
-        ntag, q, g3 = _uvarint(arr, q, ve)
+        ntag, q, g3 = _uvarint(arr, q, e)
         good &= g3 & (ntag == 0)  # element tagged fields: left to the Python decoder
-        ok1 &= ~act | good
-        p1 = np.where(act & ok1, q, p1)
-    ok1 &= p1 + 16 <= ve
+        ok[rows] = good
+        p1[rows[good]] = q[good]
+    ok &= p1 + 16 <= ve
     p1 = p1 + 16
     ntags, p1, g = _uvarint(arr, p1, ve)
-    ok1 &= g & (ntags <= MAX_TAGS)
-    ntags = np.where(ok1, ntags, 0)
-    for _ in range(int(ntags.max(initial=0))):
-        act = ok1 & (ntags > _)
-        tag, q, g1 = _uvarint(arr, p1, ve)
-        size, q, g2 = _uvarint(arr, q, ve)
-        good = g1 & g2 & (q + size <= ve)
+    ok &= g & (ntags <= MAX_TAGS)
+    ntags = np.where(ok, ntags, 0)
+    for j in range(int(ntags.max(initial=0))):
+        rows = np.flatnonzero(ok & (ntags > j))
+        e = ve[rows]
+        tag, q, g1 = _uvarint(arr, p1[rows], e)
+        size, q, g2 = _uvarint(arr, q, e)
+        good = g1 & g2 & (q + size <= e)
         good &= np.where((tag == 0) | (tag == 1), size >= 8, np.where((tag == 2) | (tag == 3), size >= 2, True))
-        ok1 &= ~act | good
-        act &= ok1
-        prev = np.where(act & (tag == 0), _int(arr, q, 8), prev)
-        p1 = np.where(act, q + size, p1)
-    return (ok0 | ok1) & ok, pid, prev
+        ok[rows] = good
+        first = good & (tag == 0)
+        prev[rows[first]] = _int(arr, q[first], 8)
+        p1[rows[good]] = (q + size)[good]
+    return ok, prev
 
 
 def reduce_coordinator_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
