@@ -90,17 +90,9 @@ def _objects(values: list[tuple[int, Any]], pa_type: Any, pa: Any) -> Any:
         idx = np.repeat(codes, [n for n, _ in values])
         dictionary = pa.array(list(uniq), type=pa.string())
         return pa.DictionaryArray.from_arrays(pa.array(idx, mask=idx < 0), dictionary).cast(pa.string())
-    if any(isinstance(v, pa.Array) for _, v in values):
-        return pa.concat_arrays([_arrow_part(n, v, pa_type, pa) for n, v in values])
-    chunks = []
-    for n, v in values:
-        if isinstance(v, np.ndarray):
-            chunks.append(v.astype(object, copy=False))
-        elif isinstance(v, list):
-            chunks.append(_object_cells(v))
-        else:
-            chunks.append(np.full(n, None if _is_null(v) else v, dtype=object))
-    return pa.array(np.concatenate(chunks) if len(chunks) > 1 else chunks[0], type=pa_type, from_pandas=True)
+    # each part typed by Arrow on its own (a scalar repeated by Arrow, not as n Python references)
+    parts = [_arrow_part(n, v, pa_type, pa) for n, v in values]
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
 def _object_cells(v: list[Any]) -> np.ndarray:
@@ -121,7 +113,7 @@ def _arrow_part(n: int, v: Any, pa_type: Any, pa: Any) -> Any:
         return pa.array(_object_cells(v), type=pa_type, from_pandas=True)
     if _is_null(v):
         return pa.nulls(n, pa_type)
-    return pa.array(np.full(n, v, dtype=object), type=pa_type)
+    return pa.repeat(pa.scalar(v, type=pa_type), n)
 
 
 def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> Any:
