@@ -43,8 +43,9 @@ def read_source(reader: Any) -> pd.DataFrame:
 
 def events_frame(table: Any) -> pd.DataFrame:
     """The source's Arrow table as the frame the micro-batch takes. One thread: Arrow's pool
-    spent twice the CPU for the same frame (0.077 against 0.030 s for the pipeline dataset's
-    97,759 events), and the engine runs on a machine's spare cores, not idle ones."""
+    spent more CPU for the same frame and was not faster on a busy machine (the pipeline
+    dataset's 97,759 events, 4 runs at load 13: 0.031-0.059 s CPU on one thread against
+    0.037-0.168 s with the pool), and the engine runs on a machine's spare cores."""
     return table.to_pandas(use_threads=False)
 
 
