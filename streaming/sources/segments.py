@@ -16,8 +16,9 @@ partition, per topic-partition of the group; enforced by ``tests/test_layers.py`
    and the replays (``udfs.producer_state.replay_batches``, ``CoordinatorReplay.fold``); step 2
    returns a :class:`~streaming.sources.logdir.PartitionRead`;
 4. events — :func:`read_events` → ``partition_read.data_partition_events`` /
-   ``txn_partition_events`` → ``normalize`` (spans, markers, coordinator rows, gaps, progress) →
-   ``events.to_frame``.
+   ``txn_partition_events`` → ``normalize`` (spans, markers, coordinator rows, gaps, progress),
+   gathered column by column into the task's ``event_table.EventTable`` (one Arrow batch per task,
+   no pandas; :func:`read_range`, for callers that want a frame, types it with ``events.to_frame``).
 
 No step calls a step before it, so no module is entered again once the read has moved on.
 
@@ -32,7 +33,7 @@ default 3 x the driver's CPU count: see below).
 Input partitions: the topic-partitions to read are packed, in order, into at most
 ``input_partitions`` contiguous groups of about equal bytes (:func:`pack`); one task reads a group
 partition by partition, exactly as it would read them one per task, and types the rows of the
-whole group once (``events.to_frame`` costs ~10 ms per call whatever the row count, and every
+whole group once (a typing pass has a fixed cost per call whatever the row count, and every
 Spark task is a Python worker round trip: 115 one-partition tasks on the issue-12 dataset).
 
 Offsets: ``{"parts": {"<topic>-<partition>": [segment base, byte position, newest ts read,
