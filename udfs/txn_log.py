@@ -549,9 +549,12 @@ def _ascii(arr: np.ndarray, start: np.ndarray, length: np.ndarray, where: np.nda
     rows = np.flatnonzero(where & ~long & (n > 0))
     if len(rows):
         n, s = n[rows], np.maximum(start[rows], 0)
-        cols = np.arange(int(n.max()))
-        idx = np.minimum(s[:, None] + cols, len(arr) - 1)
-        out[rows] = ~((arr[idx] >= 0x80) & (cols < n[:, None])).any(axis=1)
+        idx = s[:, None] + np.arange(int(n.max()))
+        if int(idx[:, -1].max()) >= len(arr):
+            idx = np.minimum(idx, len(arr) - 1)
+        high = arr[idx] >= 0x80
+        first = high.argmax(axis=1)  # the first byte >= 0x80 of each row's window (0: none)
+        out[rows] = ~(high[np.arange(len(rows)), first] & (first < n))
     return out
 
 
