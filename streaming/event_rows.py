@@ -20,7 +20,9 @@ A row holds only the fields the state function reads; passthrough rows (progress
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from streaming.events import EVENT_FIELDS
@@ -94,19 +96,33 @@ def _ms(raw: Any, unit: str) -> Any:
     return raw // {"ms": 1, "us": 1000, "ns": 1_000_000}[unit]
 
 
-def _pylist(col: pa.ChunkedArray) -> list[Any] | None:
+#: String fields with a few distinct values: each distinct value becomes one shared, interned
+#: ``str`` (a comparison with a literal is then an identity test and its hash is computed once),
+#: through a dictionary encoding instead of one new ``str`` per row.
+_SHARED = frozenset({"kind", "topic", "marker", "source", "txn_state"})
+
+
+def _pylist(col: pa.ChunkedArray, shared: bool = False) -> list[Any] | None:
     """A column's Python values (None for null); None when every value is null. Timestamps become
-    epoch ms."""
+    epoch ms; ``shared``: see :data:`_SHARED`."""
+    import numpy as np
     import pyarrow as pa
 
     if col.null_count == len(col):
         return None
     if pa.types.is_timestamp(col.type):
         raw = col.cast(pa.int64())
-        out = _ms(raw.fill_null(0).to_numpy(), col.type.unit).astype(object)
+        ms = _ms(raw.fill_null(0).to_numpy(), col.type.unit)
+        if not raw.null_count and ms.min() == ms.max():
+            return [int(ms[0])] * len(ms)  # one clock for the whole read (files: --as-of)
+        out = ms.astype(object)
         if raw.null_count:
             out[raw.is_null().to_numpy(zero_copy_only=False)] = None
         return out.tolist()
+    if shared and pa.types.is_string(col.type):
+        enc = col.combine_chunks().dictionary_encode()
+        values = np.array([sys.intern(v) for v in enc.dictionary.to_pylist()] + [None], dtype=object)
+        return values[enc.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)].tolist()
     return col.to_pylist()
 
 
@@ -122,7 +138,7 @@ def _coordinator_column(table: pa.Table, n: int) -> list[tuple | None]:
     if not len(at):
         return out
     sub = table.select([c for c in COORDINATOR_FIELDS if c in table.column_names]).take(pa.array(at))
-    cols = [_pylist(sub.column(c)) or [None] * len(at) if c in sub.column_names else [None] * len(at)
+    cols = [_pylist(sub.column(c), c in _SHARED) or [None] * len(at) if c in sub.column_names else [None] * len(at)
             for c in COORDINATOR_FIELDS]
     for i, coord in zip(at.tolist(), zip(*cols, strict=True), strict=True):
         out[i] = coord
@@ -165,7 +181,7 @@ def table_rows(table: pa.Table) -> tuple[dict[int, list[Any]], int | None]:
             cols: list[Any] = []
             for name in ROW_FIELDS[:COORDINATOR]:
                 src = "event_time" if name == "event_time_ms" else name
-                c = _pylist(table.column(src)) if src in table.column_names else None
+                c = _pylist(table.column(src), src in _SHARED) if src in table.column_names else None
                 cols.append(none if c is None else c)
             cols.append(_coordinator_column(table, n))
             recs: list[Any] = list(zip(*cols, strict=True))
@@ -181,7 +197,8 @@ def table_rows(table: pa.Table) -> tuple[dict[int, list[Any]], int | None]:
         keys = pids[np.flatnonzero(sel)]
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
-        recs = list(map(recs.__getitem__, idx[order].tolist()))
+        picked = idx[order].tolist()
+        recs = list(itemgetter(*picked)(recs)) if len(picked) > 1 else [recs[picked[0]]]
         cuts = (np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist()
         starts, ends = [0, *cuts], [*cuts, len(recs)]
         for pid, s, e in zip(keys[starts].tolist(), starts, ends, strict=True):

@@ -203,8 +203,8 @@ class ProducerState:
         returns resolved-alert rows, if any."""
         # Hot path: one pass per event, in one loop (no call per event). A row's integer fields are
         # ints or None already and are unpacked into locals in one step; consecutive rows of one
-        # partition share its lookup; the pairing step comes from udfs.pairing.pair through
-        # _pair_step (its results per event kind).
+        # partition share its lookup; the pairing step is udfs.pairing.pair's (_pair_step), looked
+        # up per event kind.
         out: list[dict[str, Any]] = []
         parts = self.parts
         last_event_ms = self.last_event_ms
@@ -255,7 +255,7 @@ class ProducerState:
             if folded_epoch is not None and folded_epoch > p["max_epoch"]:
                 p["max_epoch"] = folded_epoch  # transactions the read folded into this (last) marker
             o = p["open"]
-            step = _pair_step(kind, o is not None)
+            step = (_STEP_IF_OPEN if o is not None else _STEP_IF_NONE).get(kind) or _pair_step(kind, o is not None)
             if step is Step.OPEN:
                 lm = p["last_marker"]
                 p["open"] = {
@@ -565,16 +565,14 @@ def evidence_json(txn: OpenTxn, view: CoordinatorView, ev: EpochEvidence, thresh
 
 def _pair_step(kind: str, has_open: bool) -> Step:
     """:func:`udfs.pairing.pair` for an event of ``kind``: data and marker rows are transactional
-    batches, a marker a control batch (an event row is never of producer id -1). Its result per
-    known kind is looked up (it depends on nothing else), any other kind asks it."""
-    step = _PAIR_STEPS.get((kind, has_open))
-    if step is None:
-        step = pair(has_open, transactional=kind in ("data", "marker"), control=kind == "marker")
-    return step
+    batches, a marker a control batch (an event row is never of producer id -1)."""
+    return pair(has_open, transactional=kind in ("data", "marker"), control=kind == "marker")
 
 
-_PAIR_STEPS = {(kind, has_open): pair(has_open, transactional=kind in ("data", "marker"), control=kind == "marker")
-               for kind in ("data", "marker") for has_open in (False, True)}
+# _pair_step's results for the kinds that pair, looked up by the hot loop (they depend on nothing
+# else): with a transaction open on the partition, and with none
+_STEP_IF_OPEN = {kind: _pair_step(kind, True) for kind in ("data", "marker")}
+_STEP_IF_NONE = {kind: _pair_step(kind, False) for kind in ("data", "marker")}
 
 _KIND_ORDER = {"snapshot": 0, "txn_state": 1, "data": 2, "marker": 2, "lso_passed": 2}
 
