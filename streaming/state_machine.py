@@ -208,6 +208,8 @@ class ProducerState:
         out: list[dict[str, Any]] = []
         parts = self.parts
         last_event_ms = self.last_event_ms
+        # the steps as locals: reading an Enum member off its class costs ~10x a local read (3.11)
+        step_open, step_join, step_close = Step.OPEN, Step.JOIN, Step.CLOSE
         cur_topic = cur_partition = p = None
         for ev in rows:
             (kind, topic, partition, first, last, window, et, epoch, snap_off, from_zero, first_ts, last_ts,
@@ -256,7 +258,7 @@ class ProducerState:
                 p["max_epoch"] = folded_epoch  # transactions the read folded into this (last) marker
             o = p["open"]
             step = (_STEP_IF_OPEN if o is not None else _STEP_IF_NONE).get(kind) or _pair_step(kind, o is not None)
-            if step is Step.OPEN:
+            if step is step_open:
                 lm = p["last_marker"]
                 p["open"] = {
                     "first_offset": first, "last_offset": last,
@@ -269,7 +271,7 @@ class ProducerState:
                     "alert": None, "sig": None, "source": source, "position": position,
                     "from_snapshot": False, "probe": window is not None,
                 }
-            elif step is Step.JOIN:
+            elif step is step_join:
                 # A probe window holds only O's first batch, so a batch joining O means the
                 # partition is followed from O on: the state has O's span, the driver need not
                 # read it again.
@@ -281,7 +283,7 @@ class ProducerState:
                 o["batches"] += batches or 0
                 o["records"] += records or 0
                 o["bytes"] += nbytes or 0
-            elif step is Step.CLOSE:
+            elif step is step_close:
                 if o is not None and o.get("alert") in ("late", "hanging"):
                     resolution = {"COMMIT": "committed", "ABORT": "aborted"}.get(marker, "closed")
                     out.append(self._row(cfg, p, o, status="resolved", now_ms=et or last_ts, resolution=resolution))
