@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +86,18 @@ def as_row(ev: Mapping[str, Any]) -> tuple:
         coord = tuple(vals)
     row.append(coord)
     return tuple(row)
+
+
+def as_rows(events: Iterable[tuple | Mapping[str, Any]]) -> list[tuple]:
+    """``events`` as event rows: rows kept as they are, mappings through :func:`as_row`."""
+    events = events if isinstance(events, list) else list(events)
+    if set(map(type, events)) <= {tuple}:  # all rows already (one C pass, no Python per event)
+        return events
+    return [e if type(e) is tuple else as_row(e) for e in events]
+
+
+#: the event time of an event row
+event_time_of = itemgetter(EVENT_TIME_MS)
 
 
 def _ms(raw: Any, unit: str) -> Any:

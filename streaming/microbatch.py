@@ -50,7 +50,7 @@ import pandas as pd
 
 from streaming.alerts import Enricher
 from streaming.availability import Availability
-from streaming.event_rows import EVENT_TIME_MS, table_rows
+from streaming.event_rows import as_rows, event_time_of, table_rows
 from streaming.events import FIELD_NAMES
 from streaming.pinned_lso import PinnedLso
 from streaming.state_machine import (
@@ -93,8 +93,8 @@ def state_rows(cfg: EngineConfig, pid: int, events: list[dict[str, Any]] | list[
                 r["now_ms"] = e["event_time_ms"]
                 rows.append(r)
         return rows
-    times = [e[EVENT_TIME_MS] if e.__class__ is tuple else e["event_time_ms"] for e in events]
-    now = max([t for t in times if t is not None] + [wm, 0])
+    events = as_rows(events)
+    now = max([t for t in map(event_time_of, events) if t is not None] + [wm, 0])
     if getattr(state, "holds_producer_state", False):
         st = state.get[0] if state.exists else ProducerState(pid)
         out, keep, timer = process_events(st, events, now_ms=now, cfg=cfg)

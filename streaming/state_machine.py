@@ -49,6 +49,7 @@ from streaming.event_rows import (
     SOURCE_POSITION,
     TOPIC,
     as_row,
+    as_rows,
 )
 from streaming.verdict import (
     CoordinatorRecord,
@@ -595,8 +596,7 @@ def process_events(st: ProducerState, events: list[tuple] | list[dict[str, Any]]
     """The body of :func:`process_key` on a producer's state held in memory: applies ``events``
     (event rows of :mod:`streaming.event_rows` or event mappings) in :func:`_order`, judges, and
     returns (output rows, whether the state is kept (False: evicted), its timeout)."""
-    rows = [e if e.__class__ is tuple else as_row(e) for e in events]
-    rows.sort(key=_order)  # stable: equal keys keep the input order, as before
+    rows = sorted(as_rows(events), key=_order)  # stable: equal keys keep the input order, as before
     out = st.apply_rows(rows, cfg)
     out.extend(st.evaluate(cfg, now_ms))
     evict = st.evictable() and st.last_event_ms >= 0 and now_ms - st.last_event_ms >= cfg.evict_after_ms
