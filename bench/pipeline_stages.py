@@ -11,9 +11,9 @@ Stages, timed wall-clock and CPU (``time.process_time``) around the very calls
   read reuses these scans);
 * read: ``read()`` of every input partition (coordinator decode, spans and markers, the in-read
   reduction, partition replay, proofs, Arrow batches);
-* arrow->pandas: the batches as one frame (``local_engine.read_source``);
-* event_records: the frame as event dicts (``state_machine.event_records``);
-* state: the state function per producer id (``LocalStates.micro_batch`` without event_records);
+* event rows: the batches as one Arrow table (``local_engine.read_source``) and that table as event
+  rows per producer id (``event_rows.table_rows``: no pandas frame, no dict per event);
+* state: the state function per producer id (``LocalStates.micro_batch`` without table_rows);
 * writer: the foreachBatch writer (enrichment, verdicts, sinks) and the no-data batch.
 
 Prints each stage's seconds and its ratio to the decode, the load average, and the findings (the
@@ -49,12 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     import streaming.microbatch as le
     from streaming.alerts import AlertConfig, Enricher
     from streaming.config import Config, engine_config
-    from streaming.local_engine import events_frame
+    from streaming.event_rows import table_rows
     from streaming.microbatch import BatchWriter, SinkSet
     from streaming.runner import file_source_options
     from streaming.sources import logdir
     from streaming.sources.segments import SegmentsBatchReader
-    from streaming.state_machine import event_records
     from udfs.record_batch import scan_batches
 
     root, as_of, expected, _ = prepare_dataset(args.mb, args.seed)
@@ -92,20 +91,19 @@ def main(argv: list[str] | None = None) -> int:
         keep("read (decode, events, reduction, proofs)", t, c)
         logdir.PLAN_SCANS = None
         t, c = time.perf_counter(), time.process_time()
-        df = events_frame(pa.Table.from_batches(out))  # as local_engine.read_source
-        keep("arrow -> pandas", t, c)
-        t, c = time.perf_counter(), time.process_time()
-        recs = event_records(df)
-        keep("event_records (frame -> dicts)", t, c)
-        real = le.event_records
-        le.event_records = lambda _df, recs=recs: recs
+        with le.gc_paused():  # as LocalStates.micro_batch runs it
+            table = pa.Table.from_batches(out)
+            grouped = table_rows(table)
+        keep("event rows (Arrow table -> rows per producer)", t, c)
+        real = le.table_rows
+        le.table_rows = lambda _t, grouped=grouped: grouped
         try:
             states = le.LocalStates(ecfg)
             t, c = time.perf_counter(), time.process_time()
-            rows = states.micro_batch(df)
-            keep("state (process_key per producer id)", t, c)
+            rows = states.micro_batch(table)
+            keep("state (the state function per producer id)", t, c)
         finally:
-            le.event_records = real
+            le.table_rows = real
         with tempfile.TemporaryDirectory() as tmp:
             enricher = Enricher(AlertConfig(txn_state_partitions=cfg.coordinator.txn_state_partitions),
                                 os.path.join(tmp, "sink.json"))
@@ -117,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 write(timed_out, 1)
             keep("writer (enrichment, verdicts, sinks) + no-data batch", t, c)
             findings = len(enricher.active)
-        events = len(df)
+        events = len(table)
     print(f"dataset {root}: {batches:,} batches, {events:,} events, {findings} findings (expected {expected})")
     print(f"  {'stage':<55}{'seconds':>9}{'x decode':>10}{'CPU s':>8}{'x CPU':>7}")
     print(f"  {'header decode (scan_batches, CRC on)':<55}{decode:>9.3f}{1:>10.2f}{decode_cpu:>8.3f}{1:>7.2f}")

@@ -37,20 +37,34 @@ its state in memory only: it serves one scan, or one test, with nothing to resta
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from streaming.alerts import Enricher
 from streaming.availability import Availability
+from streaming.event_rows import as_rows, event_time_of, table_rows
 from streaming.events import FIELD_NAMES
 from streaming.pinned_lso import PinnedLso
-from streaming.state_machine import OUT_FIELDS, OUT_NAMES, EngineConfig, event_records, process_key
+from streaming.state_machine import (
+    OUT_FIELDS,
+    OUT_NAMES,
+    EngineConfig,
+    ProducerState,
+    event_records,
+    process_events,
+    process_key,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 log = logging.getLogger("txnwatch")
 
@@ -61,10 +75,13 @@ _PASSTHROUGH = ("progress", "gap")
 # ── step 2: the state operator ────────────────────────────────────────────────────────────────
 
 
-def state_rows(cfg: EngineConfig, pid: int, events: list[dict[str, Any]], state) -> list[dict[str, Any]]:
+def state_rows(cfg: EngineConfig, pid: int, events: list[dict[str, Any]] | list[tuple], state) -> list[dict[str, Any]]:
     """One call of the state operator for key ``pid`` over its events of the micro-batch (dicts of
-    ``state_machine.event_records``; none when a timeout fires): the rows it emits. ``state`` is
-    Spark's ``GroupState`` or :class:`LocalGroupState` (same methods)."""
+    ``state_machine.event_records``, or for ``pid`` >= 0 event rows of :mod:`streaming.event_rows`;
+    none when a timeout fires): the rows it emits. ``state`` is Spark's ``GroupState`` (the state
+    row holds the JSON document) or :class:`LocalGroupState` (same methods; it holds the
+    :class:`ProducerState` itself, so the in-process engine never serialises a document it does
+    not persist)."""
     wm = state.getCurrentWatermarkMs()
     if pid < 0:
         rows = []
@@ -76,16 +93,20 @@ def state_rows(cfg: EngineConfig, pid: int, events: list[dict[str, Any]], state)
                 r["now_ms"] = e["event_time_ms"]
                 rows.append(r)
         return rows
-    now = max([e["event_time_ms"] for e in events if e["event_time_ms"] is not None] + [wm, 0])
-    doc = None
-    if state.exists:
-        doc = state.get[0]
-    out, new_doc, timer = process_key(pid, events, doc, now_ms=now, cfg=cfg)
+    events = as_rows(events)
+    now = max([t for t in map(event_time_of, events) if t is not None] + [wm, 0])
+    if getattr(state, "holds_producer_state", False):
+        st = state.get[0] if state.exists else ProducerState(pid)
+        out, keep, timer = process_events(st, events, now_ms=now, cfg=cfg)
+        new_doc = (st,) if keep else None
+    else:
+        out, doc, timer = process_key(pid, events, state.get[0] if state.exists else None, now_ms=now, cfg=cfg)
+        new_doc = None if doc is None else (doc,)
     if new_doc is None:
         if state.exists:
             state.remove()
     else:
-        state.update((new_doc,))
+        state.update(new_doc)
         if timer is not None:
             state.setTimeoutTimestamp(max(timer, wm + 1, 1))
     return out
@@ -123,7 +144,12 @@ def detect(events_df, cfg: EngineConfig):
 
 
 class LocalGroupState:
-    """The part of Spark's ``GroupState`` the state function uses, for one key in memory."""
+    """The part of Spark's ``GroupState`` the state function uses, for one key in memory. The state
+    row holds the key's :class:`ProducerState` (``holds_producer_state``), not its JSON document:
+    the in-process engine keeps its state in memory only, and the document is made on demand
+    (:attr:`LocalStates.docs`)."""
+
+    holds_producer_state = True
 
     def __init__(self, doc: tuple | None, watermark_ms: int) -> None:
         self._doc = doc
@@ -154,6 +180,52 @@ class LocalGroupState:
         return self._wm
 
 
+class StateDocs(Mapping[int, tuple]):
+    """The state row per producer id as Spark's store would hold it (``(JSON document,)``), made
+    from the in-memory states when read."""
+
+    def __init__(self, held: dict[int, tuple]) -> None:
+        self._held = held
+
+    def __getitem__(self, pid: int) -> tuple:
+        return (self._held[pid][0].to_json(),)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
+def _frame_events(events: pd.DataFrame) -> tuple[dict[int, list[dict[str, Any]]], int | None]:
+    """A pandas event frame → (its event dicts per route_pid, the newest event time in ms or None)."""
+    # The frame -> dicts conversion once for all keys (per key it cost a pass over ~40 columns
+    # each time); per element it is the same conversion, so each key gets the dicts it would get.
+    by_pid: dict[int, list[dict[str, Any]]] = {}
+    for rec in event_records(events):
+        if rec["route_pid"] is not None:  # as groupby, which drops null keys
+            by_pid.setdefault(int(rec["route_pid"]), []).append(rec)
+    newest = pd.to_datetime(events["event_time"], utc=True).max()
+    return by_pid, None if newest is pd.NaT else int(newest.value // 1_000_000)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a block, restored after it. A large micro-batch makes
+    a tuple per event and a few dicts per producer and partition, none of them in a reference
+    cycle: the collector's passes over them (one per 700 allocations, and full ones as they pile
+    up) found nothing and cost about a third of the CPU of turning the pipeline benchmark's table
+    into rows and an eighth of applying them. Reference counting still frees everything as
+    before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class LocalStates:
     """In-process adapter of step 2: the state operator's keys across micro-batches, in memory,
     in Spark's order: each micro-batch calls the state function for every key with events (at
@@ -163,37 +235,46 @@ class LocalStates:
 
     def __init__(self, cfg: EngineConfig) -> None:
         self.cfg = cfg
-        self.docs: dict[int, tuple] = {}  # route_pid -> state row, for keys that have state
+        self.held: dict[int, tuple] = {}  # route_pid -> (ProducerState,), for keys that have state
         self.timeouts: dict[int, int | None] = {}
         self.watermark = 0
 
-    def micro_batch(self, events: pd.DataFrame | None) -> list[dict[str, Any]]:
-        """The state operator's output rows for one micro-batch of ``events`` (None: no data)."""
-        # The frame -> dicts conversion once for all keys (per key it cost a pass over ~40 columns
-        # each time); per element it is the same conversion, so each key gets the dicts it would get.
-        by_pid: dict[int, list[dict[str, Any]]] = {}
-        for rec in event_records(events) if events is not None and len(events) else []:
-            if rec["route_pid"] is not None:  # as groupby, which drops null keys
-                by_pid.setdefault(int(rec["route_pid"]), []).append(rec)
+    @property
+    def docs(self) -> StateDocs:
+        """The state row per producer id (its JSON document), as the last micro-batch left it."""
+        return StateDocs(self.held)
+
+    def micro_batch(self, events: pd.DataFrame | pa.Table | None) -> list[dict[str, Any]]:
+        """The state operator's output rows for one micro-batch of ``events`` (an event frame or
+        Arrow table; None: no data)."""
+        with gc_paused():
+            return self._micro_batch(events)
+
+    def _micro_batch(self, events: pd.DataFrame | pa.Table | None) -> list[dict[str, Any]]:
+        by_pid: dict[int, list[Any]] = {}
+        newest = None
+        if events is not None and len(events):
+            if isinstance(events, pd.DataFrame):
+                by_pid, newest = _frame_events(events)
+            else:  # Arrow: event rows straight from the columns, no frame and no dict per event
+                by_pid, newest = table_rows(events)
         out: list[dict[str, Any]] = []
         for pid in sorted(by_pid):
             out += self._call(pid, by_pid[pid])
         for pid, t in sorted(self.timeouts.items()):
             if pid not in by_pid and t is not None and t <= self.watermark:
                 out += self._call(pid, [])
-        if events is not None and len(events):
-            newest = pd.to_datetime(events["event_time"], utc=True).max()
-            if newest is not pd.NaT:
-                self.watermark = max(self.watermark, int(newest.value // 1_000_000))
+        if newest is not None:
+            self.watermark = max(self.watermark, newest)
         return out
 
-    def _call(self, pid: int, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        st = LocalGroupState(self.docs.get(pid), self.watermark)
+    def _call(self, pid: int, events: list[Any]) -> list[dict[str, Any]]:
+        st = LocalGroupState(self.held.get(pid), self.watermark)
         rows = state_rows(self.cfg, pid, events, st)
         if st.exists:
-            self.docs[pid], self.timeouts[pid] = st.get, st.timeout_ms
+            self.held[pid], self.timeouts[pid] = st.get, st.timeout_ms
         else:
-            self.docs.pop(pid, None)
+            self.held.pop(pid, None)
             self.timeouts.pop(pid, None)
         return rows
 
@@ -353,12 +434,13 @@ class LocalLoop:
         self.batch_id = 0
 
     @property
-    def docs(self) -> dict[int, tuple]:
+    def docs(self) -> StateDocs:
         """The state row per producer id as the last micro-batch left it."""
         return self.states.docs
 
-    def run_batch(self, events: pd.DataFrame | None) -> None:
-        """One micro-batch over ``events`` (None or empty: a trigger that read nothing)."""
+    def run_batch(self, events: pd.DataFrame | pa.Table | None) -> None:
+        """One micro-batch over ``events`` (an event frame or Arrow table; None or empty: a trigger
+        that read nothing)."""
         self.writer(self.states.micro_batch(events), self.batch_id)
         self.batch_id += 1
 

@@ -25,10 +25,32 @@ emits a row with that evidence as JSON (``evidence``); the driver adds the clust
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming.event_rows import (
+    BATCH_COUNT,
+    BYTES,
+    COORDINATOR,
+    COORDINATOR_EPOCH,
+    EVENT_TIME_MS,
+    FIRST_OFFSET,
+    FIRST_TS,
+    KIND,
+    LAST_OFFSET,
+    LAST_TS,
+    LSO,
+    PARTITION,
+    PRODUCER_EPOCH,
+    RECORD_COUNT,
+    SNAPSHOT_OFFSET,
+    SOURCE,
+    SOURCE_POSITION,
+    TOPIC,
+    as_row,
+    as_rows,
+)
 from streaming.verdict import (
     CoordinatorRecord,
     CoordinatorView,
@@ -124,20 +146,6 @@ def alert_key(cluster: str, topic: str, partition: int, producer_id: int, first_
     return f"{cluster}/{topic}/{partition}/{producer_id}/{first_offset}"
 
 
-def _i(v: Any) -> int | None:
-    """Int or None from a pandas cell (NA/NaN → None)."""
-    if v.__class__ is int:  # the common case: event_records gives Python ints
-        return v
-    if v is None:
-        return None
-    try:
-        if isinstance(v, float) and math.isnan(v):
-            return None
-        return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
 class ProducerState:
     """State of one producer id P. ``parts`` is keyed by "topic<TAB>partition".
 
@@ -186,138 +194,146 @@ class ProducerState:
             }
         return p
 
-    def apply(self, ev: dict[str, Any], cfg: EngineConfig) -> list[dict[str, Any]]:
-        """Apply one event (a dict of event fields); returns resolved-alert rows, if any."""
-        # (Hot path: one call per event. Field reads are bound once and each field is read once.)
-        kind = ev["kind"]
-        get = ev.get
-        et = _i(get("event_time_ms"))
-        if et is not None and et > self.last_event_ms:
-            self.last_event_ms = et
-        if kind == "txn_state":
-            self._apply_coordinator(ev)
-            return []
-        topic, partition = ev["topic"], int(ev["partition"])
-        p = self.parts.get(_tp(topic, partition)) or self._part(topic, partition)
-        if get("read_from_zero") is True:
-            p["read_from_zero"] = True
-        epoch = _i(get("producer_epoch"))
-        if kind == "snapshot":
-            self._apply_snapshot(p, ev, epoch)
-            return []
-        if kind == "lso_passed":
-            return self._apply_lso_passed(p, ev, cfg)
-        snap_off = _i(get("snapshot_offset"))
-        if snap_off is not None:
-            if p["snapshot"] is None or p["snapshot"]["offset"] < snap_off:
-                # The partition was seeded from a snapshot without an entry for P (contract A): P
-                # had no producer state on tp at that offset. Its own entry, if any, came first.
-                p["snapshot"] = {"offset": snap_off, "present": False, "coordinator_epoch": -1}
-                p["next_offset"] = max(p["next_offset"], snap_off)
-            if int(ev["last_offset"]) < snap_off:
-                self._apply_preview(p, ev, kind)
-                return []
-        first = int(ev["first_offset"])
-        if first < p["next_offset"]:
-            return []  # already applied (overlapping inputs)
-        last = int(ev["last_offset"])
-        window = _i(get("lso"))  # probe mode: the window this row was read in starts at this LSO
-        if window is not None and window > p["next_offset"]:
-            # Nothing of P on tp was read between what the state last saw and this window: its
-            # last marker as known here may not be P's last one before this row (rule 2 then
-            # comes from the driver's look-back).
-            p["last_marker"] = None
-        p["next_offset"] = last + 1
-        marker = get("marker") if kind == "marker" else None
-        # An empty control batch carries no record: its epoch field is kept, but the legacy abort's
-        # E must err low, so it never raises max_epoch (contract A).
-        if epoch is not None and marker != "EMPTY" and epoch > p["max_epoch"]:
-            p["max_epoch"] = epoch
-        folded_epoch = _i(get("folded_max_epoch"))
-        if folded_epoch is not None and folded_epoch > p["max_epoch"]:
-            p["max_epoch"] = folded_epoch  # transactions the read folded into this (last) marker
-        step = pair(p["open"] is not None, transactional=kind in ("data", "marker"), control=kind == "marker")
-        if step is Step.OPEN:
-            lm = p["last_marker"]
-            p["open"] = {
-                "first_offset": first, "last_offset": last,
-                "first_ts": int(ev["first_ts"]), "last_ts": int(ev["last_ts"]),
-                "batches": int(ev["batch_count"] or 0), "records": int(ev["record_count"] or 0),
-                "bytes": int(ev["bytes"] or 0), "first_epoch": epoch if epoch is not None else -1,
-                "data_epoch": epoch if epoch is not None else -1,  # highest producer epoch of O's data
-                # pairing: nothing of P lies between its last marker and O's first batch
-                "prev_marker": lm if lm is not None and lm["offset"] < first else None,
-                "alert": None, "sig": None, "source": get("source"), "position": get("source_position"),
-                "from_snapshot": False, "probe": window is not None,
-            }
-            return []
-        if step is Step.JOIN:
-            o = p["open"]
-            # A probe window holds only O's first batch, so a batch joining O means the partition
-            # is followed from O on: the state has O's span, the driver need not read it again.
-            o["probe"] = False
-            if epoch is not None:
-                o["data_epoch"] = max(o.get("data_epoch", o["first_epoch"]), epoch)
-            o["last_offset"] = max(o["last_offset"], last)
-            o["last_ts"] = max(o["last_ts"], int(ev["last_ts"]))
-            o["batches"] += int(ev["batch_count"] or 0)
-            o["records"] += int(ev["record_count"] or 0)
-            o["bytes"] += int(ev["bytes"] or 0)
-            return []
-        if step is Step.CLOSE:
-            out = []
-            o = p["open"]
-            if o is not None and o.get("alert") in ("late", "hanging"):
-                resolution = {"COMMIT": "committed", "ABORT": "aborted"}.get(marker, "closed")
-                out.append(self._row(cfg, p, o, status="resolved", now_ms=et or int(ev["last_ts"]),
-                                     resolution=resolution))
-            p["open"] = None
-            # The data epoch of the transaction this marker closed (None: nothing of P was open on
-            # tp as read): one below the marker's epoch is a bumped marker (revision 3.1).
-            closed_epoch = None if o is None else o.get("data_epoch", o["first_epoch"])
-            ce = marker_coordinator_epoch(marker, _i(get("coordinator_epoch")))
-            ts = _i(get("last_ts"))
-            # An empty marker (cleaner) proves a marker existed but not its coordinator epoch: the
-            # previous marker's epoch is not carried forward (it may be lower than this one's).
-            p["last_marker"] = {"offset": first, "producer_epoch": epoch if epoch is not None else -1,
-                                "coordinator_epoch": ce, "kind": marker if marker in ("COMMIT", "ABORT") else None,
-                                "timestamp": ts if ts is not None else -1,
-                                "closed_epoch": closed_epoch if closed_epoch is not None and closed_epoch >= 0 else None}
-            if ce is not None and ce > p["max_marker_ce"]:
-                p["max_marker_ce"] = ce
-            return out
-        return []
+    def apply(self, ev: tuple | Mapping[str, Any], cfg: EngineConfig) -> list[dict[str, Any]]:
+        """Apply one event (an event row of :mod:`streaming.event_rows`, or a mapping of event
+        fields, turned into one); returns resolved-alert rows, if any."""
+        return self.apply_rows((ev if ev.__class__ is tuple else as_row(ev),), cfg)
 
-    def _apply_lso_passed(self, p: dict[str, Any], ev: dict[str, Any], cfg: EngineConfig) -> list[dict[str, Any]]:
-        """Probe mode: tp's LSO moved to ``ev["lso"]`` without the marker being read. The LSO is the
-        first offset of the oldest open transaction, so P's transaction on tp starting below it is
-        closed (resolution ``lso-advanced``: which marker closed it was not read). P's last marker
-        is not touched: nothing about it was learnt."""
-        o, lso = p["open"], _i(ev.get("lso"))
+    def apply_rows(self, rows: Iterable[tuple], cfg: EngineConfig) -> list[dict[str, Any]]:
+        """Apply event rows (:mod:`streaming.event_rows`) one after the other, in the order given;
+        returns resolved-alert rows, if any."""
+        # Hot path: one pass per event, in one loop (no call per event). A row's integer fields are
+        # ints or None already and are unpacked into locals in one step; consecutive rows of one
+        # partition share its lookup; the pairing step is udfs.pairing.pair's (_pair_step), looked
+        # up per event kind.
+        out: list[dict[str, Any]] = []
+        parts = self.parts
+        last_event_ms = self.last_event_ms
+        # the steps as locals: reading an Enum member off its class costs ~10x a local read (3.11)
+        step_open, step_join, step_close = Step.OPEN, Step.JOIN, Step.CLOSE
+        cur_topic = cur_partition = p = None
+        for ev in rows:
+            (kind, topic, partition, first, last, window, et, epoch, snap_off, from_zero, first_ts, last_ts,
+             batches, records, nbytes, marker, ce, folded_epoch, source, position, _coordinator) = ev
+            if et is not None and et > last_event_ms:
+                self.last_event_ms = last_event_ms = et
+            if kind == "txn_state":
+                self._apply_coordinator(ev)
+                continue
+            if p is None or partition != cur_partition or topic != cur_topic:
+                p = parts.get(_tp(topic, partition)) or self._part(topic, partition)
+                cur_topic, cur_partition = topic, partition
+            if from_zero is True:
+                p["read_from_zero"] = True
+            if kind == "snapshot":
+                self._apply_snapshot(p, ev)
+                continue
+            if kind == "lso_passed":
+                out += self._apply_lso_passed(p, ev, cfg)
+                continue
+            if snap_off is not None:
+                if p["snapshot"] is None or p["snapshot"]["offset"] < snap_off:
+                    # The partition was seeded from a snapshot without an entry for P (contract A): P
+                    # had no producer state on tp at that offset. Its own entry, if any, came first.
+                    p["snapshot"] = {"offset": snap_off, "present": False, "coordinator_epoch": -1}
+                    p["next_offset"] = max(p["next_offset"], snap_off)
+                if last < snap_off:
+                    self._apply_preview(p, ev)
+                    continue
+            if first < p["next_offset"]:
+                continue  # already applied (overlapping inputs)
+            # window (probe mode): the window this row was read in starts at this LSO
+            if window is not None and window > p["next_offset"]:
+                # Nothing of P on tp was read between what the state last saw and this window: its
+                # last marker as known here may not be P's last one before this row (rule 2 then
+                # comes from the driver's look-back).
+                p["last_marker"] = None
+            p["next_offset"] = last + 1
+            if kind != "marker":
+                marker = None
+            # An empty control batch carries no record: its epoch field is kept, but the legacy
+            # abort's E must err low, so it never raises max_epoch (contract A).
+            if epoch is not None and marker != "EMPTY" and epoch > p["max_epoch"]:
+                p["max_epoch"] = epoch
+            if folded_epoch is not None and folded_epoch > p["max_epoch"]:
+                p["max_epoch"] = folded_epoch  # transactions the read folded into this (last) marker
+            o = p["open"]
+            step = (_STEP_IF_OPEN if o is not None else _STEP_IF_NONE).get(kind) or _pair_step(kind, o is not None)
+            if step is step_open:
+                lm = p["last_marker"]
+                p["open"] = {
+                    "first_offset": first, "last_offset": last,
+                    "first_ts": first_ts, "last_ts": last_ts,
+                    "batches": batches or 0, "records": records or 0,
+                    "bytes": nbytes or 0, "first_epoch": epoch if epoch is not None else -1,
+                    "data_epoch": epoch if epoch is not None else -1,  # highest producer epoch of O's data
+                    # pairing: nothing of P lies between its last marker and O's first batch
+                    "prev_marker": lm if lm is not None and lm["offset"] < first else None,
+                    "alert": None, "sig": None, "source": source, "position": position,
+                    "from_snapshot": False, "probe": window is not None,
+                }
+            elif step is step_join:
+                # A probe window holds only O's first batch, so a batch joining O means the
+                # partition is followed from O on: the state has O's span, the driver need not
+                # read it again.
+                o["probe"] = False
+                if epoch is not None:
+                    o["data_epoch"] = max(o.get("data_epoch", o["first_epoch"]), epoch)
+                o["last_offset"] = max(o["last_offset"], last)
+                o["last_ts"] = max(o["last_ts"], last_ts)
+                o["batches"] += batches or 0
+                o["records"] += records or 0
+                o["bytes"] += nbytes or 0
+            elif step is step_close:
+                if o is not None and o.get("alert") in ("late", "hanging"):
+                    resolution = {"COMMIT": "committed", "ABORT": "aborted"}.get(marker, "closed")
+                    out.append(self._row(cfg, p, o, status="resolved", now_ms=et or last_ts, resolution=resolution))
+                p["open"] = None
+                # The data epoch of the transaction this marker closed (None: nothing of P was open
+                # on tp as read): one below the marker's epoch is a bumped marker (revision 3.1).
+                closed_epoch = None if o is None else o.get("data_epoch", o["first_epoch"])
+                ce = marker_coordinator_epoch(marker, ce)
+                # An empty marker (cleaner) proves a marker existed but not its coordinator epoch:
+                # the previous marker's epoch is not carried forward (it may be lower than this one's).
+                p["last_marker"] = {
+                    "offset": first, "producer_epoch": epoch if epoch is not None else -1,
+                    "coordinator_epoch": ce, "kind": marker if marker in ("COMMIT", "ABORT") else None,
+                    "timestamp": last_ts if last_ts is not None else -1,
+                    "closed_epoch": closed_epoch if closed_epoch is not None and closed_epoch >= 0 else None}
+                if ce is not None and ce > p["max_marker_ce"]:
+                    p["max_marker_ce"] = ce
+        return out
+
+    def _apply_lso_passed(self, p: dict[str, Any], ev: tuple, cfg: EngineConfig) -> list[dict[str, Any]]:
+        """Probe mode: tp's LSO moved to the row's ``lso`` without the marker being read. The LSO is
+        the first offset of the oldest open transaction, so P's transaction on tp starting below it
+        is closed (resolution ``lso-advanced``: which marker closed it was not read). P's last
+        marker is not touched: nothing about it was learnt."""
+        o, lso = p["open"], ev[LSO]
         if o is None or lso is None or o["first_offset"] >= lso:
             return []
         out = []
         if o.get("alert") in ("late", "hanging"):
-            out.append(self._row(cfg, p, o, status="resolved", now_ms=_i(ev.get("event_time_ms")) or o["last_ts"],
+            out.append(self._row(cfg, p, o, status="resolved", now_ms=ev[EVENT_TIME_MS] or o["last_ts"],
                                  resolution="lso-advanced"))
         p["open"] = None
         p["last_marker"] = None  # P's marker that closed it was not read
         return out
 
-    def _apply_preview(self, p: dict[str, Any], ev: dict[str, Any], kind: str) -> None:
+    def _apply_preview(self, p: dict[str, Any], ev: tuple) -> None:
         """A row below the seed snapshot's offset (contract A): the snapshot already holds its effect
         on P's state, so it only adds to the data-loss preview and first-write time of the
         transaction the snapshot says is open, when that transaction starts at or before it."""
-        first = int(ev["first_offset"])
+        first = ev[FIRST_OFFSET]
         if first < p["preview_next"]:
             return  # overlapping inputs
-        p["preview_next"] = int(ev["last_offset"]) + 1
-        if kind != "data":
+        p["preview_next"] = ev[LAST_OFFSET] + 1
+        if ev[KIND] != "data":
             p["preview"] = None  # P's data before a marker belongs to a closed transaction
             return
-        span = {"first_offset": first, "last_offset": int(ev["last_offset"]), "first_ts": int(ev["first_ts"]),
-                "last_ts": int(ev["last_ts"]), "batches": int(ev["batch_count"] or 0),
-                "records": int(ev["record_count"] or 0), "bytes": int(ev["bytes"] or 0)}
+        span = {"first_offset": first, "last_offset": ev[LAST_OFFSET], "first_ts": ev[FIRST_TS],
+                "last_ts": ev[LAST_TS], "batches": ev[BATCH_COUNT] or 0,
+                "records": ev[RECORD_COUNT] or 0, "bytes": ev[BYTES] or 0}
         o = p["open"]
         if o is not None and o["from_snapshot"] and o["first_offset"] <= first:
             _add_span(o, span)
@@ -326,28 +342,28 @@ class ProducerState:
         else:
             _add_span(p["preview"], span)
 
-    def _apply_snapshot(self, p: dict[str, Any], ev: dict[str, Any], epoch: int | None) -> None:
+    def _apply_snapshot(self, p: dict[str, Any], ev: tuple) -> None:
         """P's entry in the newest snapshot of tp: the state after every offset below its offset."""
-        snap_off = _i(ev.get("snapshot_offset"))
+        snap_off, epoch = ev[SNAPSHOT_OFFSET], ev[PRODUCER_EPOCH]
         if snap_off is None:
             return
         seed = p["snapshot"]
         if seed is not None and (seed["offset"] > snap_off or (seed["offset"] == snap_off and seed["present"])):
             return  # an older snapshot, or this entry again (overlapping inputs)
-        ce = _i(ev.get("coordinator_epoch"))
+        ce = ev[COORDINATOR_EPOCH]
         p["snapshot"] = {"offset": snap_off, "present": True, "coordinator_epoch": ce if ce is not None else -1}
         if epoch is not None:
             p["max_epoch"] = max(p["max_epoch"], epoch)
-        first = _i(ev.get("first_offset"))
+        first = ev[FIRST_OFFSET]
         if first is not None and first >= 0 and p["open"] is None and p["next_offset"] <= snap_off:
-            ts = int(ev["last_ts"])
+            ts = ev[LAST_TS]
             # A snapshot keeps only the last batch's timestamp: the transaction is at least that
             # old (open_ms is a lower bound) until the preview of earlier segments extends it.
             o = p["open"] = {
-                "first_offset": first, "last_offset": _i(ev.get("last_offset")) or first,
+                "first_offset": first, "last_offset": ev[LAST_OFFSET] or first,
                 "first_ts": ts, "last_ts": ts, "batches": 0, "records": 0, "bytes": 0,
                 "first_epoch": epoch if epoch is not None else -1, "prev_marker": None,
-                "alert": None, "sig": None, "source": ev.get("source"), "position": ev.get("source_position"),
+                "alert": None, "sig": None, "source": ev[SOURCE], "position": ev[SOURCE_POSITION],
                 "from_snapshot": True,
             }
             pv = p["preview"]
@@ -356,21 +372,17 @@ class ProducerState:
             p["preview"] = None
         p["next_offset"] = max(p["next_offset"], snap_off)
 
-    def _apply_coordinator(self, ev: dict[str, Any]) -> None:
-        tid = ev.get("transactional_id")
-        pid = _i(ev.get("producer_id"))
-        if ev.get("tombstone") or pid != self.producer_id:
+    def _apply_coordinator(self, ev: tuple) -> None:
+        pid, tid, tombstone, state, start, update, txn_partitions, timeout, client_txn_version = ev[COORDINATOR]
+        if tombstone or pid != self.producer_id:
             if self.coord is not None and self.coord.get("tid") not in (None, tid):
                 return  # news about a transactional id this producer no longer belongs to
             self.coord = {
-                "tid": tid, "forgotten": "tombstone" if ev.get("tombstone") else f"superseded by producer id {pid}",
-                "txn_partition": _i(ev.get("partition")),
+                "tid": tid, "forgotten": "tombstone" if tombstone else f"superseded by producer id {pid}",
+                "txn_partition": ev[PARTITION],
             }
             return
-        state = ev.get("txn_state")
-        start = _i(ev.get("txn_start_ts"))
         prev = self.coord if self.coord and self.coord.get("tid") == tid and not self.coord.get("forgotten") else {}
-        update = _i(ev.get("txn_last_update_ts"))
         # The id's previous Complete*/Empty record (detection.md §3.1): its update time bounds the
         # start of the id's next transaction from below (TransactionMetadata.prepareTransitionTo
         # sets txnStartTimestamp only on the move to Ongoing, after it).
@@ -393,20 +405,20 @@ class ProducerState:
             # (TransactionCoordinator.handleAddPartitionsToTransaction: "partitions.subsetOf(
             # txnMetadata.topicPartitions)" replies at once). Anything else means records between
             # them are missing from the input (a segment left out): a new transaction.
-            new_parts = set(ev.get("txn_partitions") or ())
-            same_txn = prev.get("state") == "Ongoing" and prev.get("producer_epoch") == _i(ev.get("producer_epoch")) \
+            new_parts = set(txn_partitions or ())
+            same_txn = prev.get("state") == "Ongoing" and prev.get("producer_epoch") == ev[PRODUCER_EPOCH] \
                 and prev.get("producer_id") == pid and new_parts > set(prev.get("partitions") or ())
             start = prev.get("start_ts") if same_txn else None
             if start is None:
                 start = update if update is not None and update >= 0 else None
         self.coord = {
             "tid": tid, "forgotten": None, "state": state, "producer_id": pid,
-            "producer_epoch": _i(ev.get("producer_epoch")),
-            "partitions": list(ev["txn_partitions"]) if ev.get("txn_partitions") is not None else None,
-            "timeout_ms": _i(ev.get("txn_timeout_ms")), "start_ts": start, "start_exact": exact,
+            "producer_epoch": ev[PRODUCER_EPOCH],
+            "partitions": list(txn_partitions) if txn_partitions is not None else None,
+            "timeout_ms": timeout, "start_ts": start, "start_exact": exact,
             "prev_final_ts": prev_final,
-            "last_update_ts": update, "client_txn_version": _i(ev.get("client_txn_version")),
-            "txn_partition": _i(ev.get("partition")),
+            "last_update_ts": update, "client_txn_version": client_txn_version,
+            "txn_partition": ev[PARTITION],
         }
 
     # --- verdicts -----------------------------------------------------------------------------
@@ -479,8 +491,9 @@ class ProducerState:
 
     def evictable(self) -> bool:
         """Nothing open and no coordinator work pending (detection state can be dropped)."""
-        if any(p["open"] is not None for p in self.parts.values()):
-            return False
+        for p in self.parts.values():  # (a loop: called twice per producer per micro-batch)
+            if p["open"] is not None:
+                return False
         c = self.coord
         return c is None or bool(c.get("forgotten")) or c.get("state") not in OPEN_TXN_STATES
 
@@ -554,12 +567,48 @@ def evidence_json(txn: OpenTxn, view: CoordinatorView, ev: EpochEvidence, thresh
     return json.dumps(doc, separators=(",", ":"))
 
 
+def _pair_step(kind: str, has_open: bool) -> Step:
+    """:func:`udfs.pairing.pair` for an event of ``kind``: data and marker rows are transactional
+    batches, a marker a control batch (an event row is never of producer id -1)."""
+    return pair(has_open, transactional=kind in ("data", "marker"), control=kind == "marker")
+
+
+# _pair_step's results for the kinds that pair, looked up by the hot loop (they depend on nothing
+# else): with a transaction open on the partition, and with none
+_STEP_IF_OPEN = {kind: _pair_step(kind, True) for kind in ("data", "marker")}
+_STEP_IF_NONE = {kind: _pair_step(kind, False) for kind in ("data", "marker")}
+
 _KIND_ORDER = {"snapshot": 0, "txn_state": 1, "data": 2, "marker": 2, "lso_passed": 2}
+
+
+def _order(row: tuple) -> tuple:
+    """Where an event row is applied among its producer's: snapshot entries, then coordinator
+    records, then per partition in offset order; lso_passed sorts with the data by its LSO, ahead
+    of a batch at that same offset (the LSO passed the previous transaction before a new one could
+    start there)."""
+    kind = row[KIND]
+    return (_KIND_ORDER.get(kind, 3), row[TOPIC] or "", row[PARTITION] or 0,
+            (row[LSO] if kind == "lso_passed" else row[FIRST_OFFSET]) or 0, kind != "lso_passed")
+
+
+def process_events(st: ProducerState, events: list[tuple] | list[dict[str, Any]], *, now_ms: int,
+                   cfg: EngineConfig) -> tuple[list[dict[str, Any]], bool, int | None]:
+    """The body of :func:`process_key` on a producer's state held in memory: applies ``events``
+    (event rows of :mod:`streaming.event_rows` or event mappings) in :func:`_order`, judges, and
+    returns (output rows, whether the state is kept (False: evicted), its timeout)."""
+    rows = sorted(as_rows(events), key=_order)  # stable: equal keys keep the input order, as before
+    out = st.apply_rows(rows, cfg)
+    out.extend(st.evaluate(cfg, now_ms))
+    evict = st.evictable() and st.last_event_ms >= 0 and now_ms - st.last_event_ms >= cfg.evict_after_ms
+    out.extend(st.open_set_rows(cfg))
+    if evict:
+        return out, False, None
+    return out, True, st.next_timer(cfg)
 
 
 def process_key(
     producer_id: int,
-    events: list[dict[str, Any]],
+    events: list[dict[str, Any]] | list[tuple],
     state_json: str | None,
     *,
     now_ms: int,
@@ -567,29 +616,15 @@ def process_key(
 ) -> tuple[list[dict[str, Any]], str | None, int | None]:
     """One call of the state function for one producer id.
 
-    ``events`` are event dicts (with ``event_time_ms`` as int); they are applied in partition
-    offset order. Returns (output rows, new state JSON or None to remove the state, timeout).
+    ``events`` are event dicts (with ``event_time_ms`` as int) or event rows
+    (:mod:`streaming.event_rows`); they are applied in partition offset order. Returns (output
+    rows, new state JSON or None to remove the state, timeout).
     """
     st = ProducerState.from_json(producer_id, state_json)
-    out: list[dict[str, Any]] = []
-    # lso_passed sorts with the data by its LSO, ahead of a batch at that same offset (the LSO
-    # passed the previous transaction before a new one could start there)
-    order = _KIND_ORDER
-
-    def key(e: dict[str, Any]) -> tuple:
-        kind = e["kind"]
-        return (order.get(kind, 3), e.get("topic") or "", _i(e.get("partition")) or 0,
-                _i(e.get("lso" if kind == "lso_passed" else "first_offset")) or 0, kind != "lso_passed")
-
-    events = sorted(events, key=key)
-    for ev in events:
-        out.extend(st.apply(ev, cfg))
-    out.extend(st.evaluate(cfg, now_ms))
-    evict = st.evictable() and st.last_event_ms >= 0 and now_ms - st.last_event_ms >= cfg.evict_after_ms
-    out.extend(st.open_set_rows(cfg))
-    if evict:
+    out, keep, timer = process_events(st, events, now_ms=now_ms, cfg=cfg)
+    if not keep:
         return out, None, None
-    return out, st.to_json(), st.next_timer(cfg)
+    return out, st.to_json(), timer
 
 
 class EventRecord(dict):

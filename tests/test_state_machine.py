@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 
 from streaming.alerts import AlertConfig, Enricher
@@ -355,3 +356,20 @@ def test_text_dump_start_bound_and_a_run_of_ongoing_records_that_is_two_transact
     # no Complete*/Empty record read at all: nothing bounds the start from below -> not stuck
     out, _, _ = step([ongoing1, grows, data(0, ts=T0)], None, now)
     assert [o["cause"] for o in out] == ["long-transaction"]
+
+
+def test_text_dump_start_bound_with_partition_sets_as_pandas_hands_them_over():
+    # The same records as above with txn_partitions as the state operator gets an array<string>
+    # cell from a pandas frame (Arrow -> pandas: a numpy array, whose truth value is an error for
+    # any length but one). TransactionMetadata.prepareAddPartitions: the first Ongoing record after
+    # the Empty one carries txnLastUpdateTimestamp = txnStartTimestamp; the grown set is the same
+    # transaction (TransactionCoordinator.handleAddPartitionsToTransaction), so it started 30 min
+    # ago -> stuck. Before the fix the state function raised ValueError on the two-partition set.
+    now = T0 + TH + 1
+    empty = coord("Empty", np.array([], dtype=object), start=None, updated=T0 - 3_600_000, ts=T0 - 3_600_000)
+    ongoing1 = coord("Ongoing", np.array(["t-0"], dtype=object), start=None, updated=T0 - 1_800_000,
+                     ts=T0 - 1_800_000)
+    grows = coord("Ongoing", np.array(["t-0", "t-1"], dtype=object), start=None, updated=T0 - 1_700_000,
+                  ts=T0 - 1_700_000)
+    out, _, _ = step([empty, ongoing1, grows, data(0, ts=T0)], None, now)
+    assert [o["cause"] for o in out] == ["coordinator-stuck"]
