@@ -54,6 +54,14 @@ _IS_INT = tuple(_TYPES[n] in ("long", "int", "short") for n in ROW_FIELDS[:COORD
 _COORD_IS_INT = tuple(_TYPES[n] in ("long", "int", "short") for n in COORDINATOR_FIELDS)
 
 
+class EventRecord(dict):
+    """An event as :func:`state_machine.event_records` gives it: a dict whose absent fields read as None (null),
+    so that a field null in every row of a kind need not be stored in each of its dicts."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
 def to_int(v: Any) -> int | None:
     """Int or None from an event cell (NA/NaN → None): what the state machine reads an integer
     field as, whatever frame or dict it came from."""
@@ -166,8 +174,6 @@ def table_rows(table: pa.Table) -> tuple[dict[int, list[Any]], int | None]:
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from streaming.state_machine import EventRecord
 
     n = table.num_rows
     if n == 0:

@@ -48,6 +48,7 @@ from streaming.event_rows import (
     SOURCE,
     SOURCE_POSITION,
     TOPIC,
+    EventRecord,
     as_row,
     as_rows,
 )
@@ -625,14 +626,6 @@ def process_key(
     if not keep:
         return out, None, None
     return out, st.to_json(), timer
-
-
-class EventRecord(dict):
-    """An event as :func:`event_records` gives it: a dict whose absent fields read as None (null),
-    so that a field null in every row of a kind need not be stored in each of its dicts."""
-
-    def __missing__(self, key: str) -> None:
-        return None
 
 
 #: Up to this many rows :func:`event_records` converts cell by cell: its column-wise path costs
