@@ -8,7 +8,7 @@ of them late (an hour old, the coordinator still has them Ongoing), the rest you
 transport* (bench/cluster_sim.py replaces ``KafkaConnectionManager._build_transport``): the
 watchdog's client (KafkaWire), planner (``KafkaStreamReader``, probe mode, as ``txnwatch run``
 configures it), executor reads (``read_partition``), state (``LocalStates``: the state function
-per producer id), verdicts and broker confirmation (``make_batch_writer``: Enricher, DescribeProducers /
+per producer id), verdicts and broker confirmation (``BatchWriter``: Enricher, DescribeProducers /
 DescribeTransactions / ListTransactions through kafka-python's admin client), and sinks (a JSONL
 file; the enricher's, availability's and pinned-LSO's state files) are the product's code. What
 Spark itself adds per micro-batch is not in these figures: the job runs in process, micro-batch
@@ -54,10 +54,9 @@ from bench.cluster_sim import BOOTSTRAP, SimCluster, install, self_check
 from streaming.alerts import REQUIRED_PERMISSION, Enricher, abort_commands
 from streaming.availability import Availability
 from streaming.config import as_config, engine_config, load
-from streaming.local_engine import LocalStates, _Rows
+from streaming.microbatch import BatchWriter, LocalStates, SinkSet
 from streaming.pinned_lso import PinnedLso
-from streaming.pipeline import SinkSet, make_batch_writer
-from streaming.runner import alert_config, broker_confirm, follow_after_ms, source_options
+from streaming.runner import alert_config, broker_confirm, source_options
 from streaming.sinks.jsonl import JsonlSink
 from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
 from streaming.sources.kafka_plan_state import PlanState
@@ -150,8 +149,7 @@ class Job:
         cfg["kafka"]["metadata_max_age_ms"] = args.metadata_max_age_ms
         cfg["kafka"]["topic_pattern"] = "t[0-9]+"
         config = as_config(cfg)
-        fmt, opts, _ = source_options("kafka", None, cluster=config.cluster, kafka=config.kafka, dumps=config.dumps,
-                                      probe_follow_after_ms=follow_after_ms(config))
+        fmt, opts, _ = source_options(config, "kafka", None)
         assert fmt == "kafka-txn" and opts["read_mode"] == "probe", opts
         ck = str(tmp / "ck")
         os.makedirs(ck, exist_ok=True)
@@ -171,7 +169,7 @@ class Job:
         to_json, from_json = PlanState._bench_plain
         PlanState.to_json = st.wrap("offset log", to_json)
         PlanState.from_json = classmethod(st.wrap("offset log", from_json))
-        ecfg = engine_config(cfg, coordinator_available=True)
+        ecfg = engine_config(config, coordinator_available=True)
         self.states = LocalStates(ecfg)
         self.states.micro_batch = st.wrap("state", self.states.micro_batch)
         self.evidence = broker_confirm(config)
@@ -187,7 +185,7 @@ class Job:
         self.alerts: list[dict[str, Any]] = []
         jsonl = JsonlSink(str(tmp / "alerts.jsonl"))
         self.sinks = SinkSet(sinks=[st.wrap("sinks", jsonl), self.alerts.extend])
-        self.write = st.wrap("verdicts", make_batch_writer(self.enricher, self.sinks, availability, ledger, pinned))
+        self.write = st.wrap("verdicts", BatchWriter(self.enricher, self.sinks, availability, ledger, pinned))
         self.offset: dict | None = None
         self.batch_id = 0
         self.rows = 0
@@ -214,7 +212,7 @@ class Job:
             st.leave()
         self.rows = 0 if events is None else len(events)
         out = self.states.micro_batch(events)
-        self.write(_Rows(out), self.batch_id)
+        self.write(out, self.batch_id)
         self.batch_id += 1
         self.offset = end
 

@@ -179,7 +179,16 @@ class ClientCore:
 
     async def _await(self, pending: Pending) -> Any:
         """The decoded answer of a :meth:`_send_nowait` request."""
-        body = await self._transport.wait_for(pending.future, self._safety_ms())
+        return self._decode(pending, await self._await_body(pending))
+
+    async def _await_body(self, pending: Pending) -> bytes:
+        """The undecoded answer body of a :meth:`_send_nowait` request: a caller waiting on many
+        brokers under one deadline decodes after the wait (:meth:`_decode`), so that the time
+        its own decoding takes on the IO thread never counts against a broker's deadline."""
+        return await self._transport.wait_for(pending.future, self._safety_ms())
+
+    def _decode(self, pending: Pending, body: bytes) -> Any:
+        """Decode ``body``, the answer of ``pending`` (and note its KIP-219 throttle)."""
         try:
             response = pending.decoder.decode(body)
         except (ValueError, struct.error) as exc:

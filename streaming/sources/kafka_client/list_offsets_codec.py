@@ -24,7 +24,9 @@ LIST_OFFSETS_MAX_VERSION.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
+import numpy as np
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
@@ -32,7 +34,7 @@ from udfs.varint import encode_uvarint as _uvarint
 from udfs.varint import read_uvarint as _read_uvarint
 
 __all__ = ["LIST_OFFSETS_MAX_VERSION", "LIST_OFFSETS_MIN_VERSION", "ListOffsetsAnswer", "ListOffsetsDecoder",
-           "ListOffsetsFor"]
+           "ListOffsetsFor", "TopicColumns"]
 
 #: ListOffsets v2: isolation_level (LATEST + READ_COMMITTED = LSO).
 LIST_OFFSETS_MIN_VERSION = 2
@@ -41,7 +43,6 @@ LIST_OFFSETS_MAX_VERSION = 11
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_REQ_PARTITION = {2: struct.Struct(">iq"), 4: struct.Struct(">iiq"), 6: struct.Struct(">iiqb")}
 # v6+: the partition's tagged-field count (an unsigned varint, almost always the single byte 0)
 # is read with the fixed fields; anything else is skipped field by field
 _RESP_PARTITION = {2: struct.Struct(">ihqq"), 4: struct.Struct(">ihqqi"), 6: struct.Struct(">ihqqiB")}
@@ -66,51 +67,105 @@ def _skip_tags(buf: bytes, pos: int) -> int:
     return pos
 
 
+# The per-partition entry as numpy reads it (big-endian, packed): PartitionIndex int32, ErrorCode
+# int16, Timestamp int64, Offset int64, LeaderEpoch int32 (v4+), tagged-field count (v6+, a varint
+# that is the single byte 0 when there are none). Same layouts as _RESP_PARTITION.
+_RESP_DTYPE = {
+    2: np.dtype([("p", ">i4"), ("e", ">i2"), ("ts", ">i8"), ("off", ">i8")]),
+    4: np.dtype([("p", ">i4"), ("e", ">i2"), ("ts", ">i8"), ("off", ">i8"), ("le", ">i4")]),
+    6: np.dtype([("p", ">i4"), ("e", ">i2"), ("ts", ">i8"), ("off", ">i8"), ("le", ">i4"), ("tags", "u1")]),
+}
+
+#: One topic of an answer as arrays: (name, partition indexes int32, error codes int16, offsets int64).
+TopicColumns = tuple[str, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _topic_scalar(buf: bytes, pos: int, m: int, version: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """One topic's ``m`` partition entries read one by one (any tagged fields skipped): the
+    fallback of :meth:`ListOffsetsAnswer.decode_body` when an entry is not the fixed layout."""
+    flexible = version >= 6
+    part = _RESP_PARTITION[6 if flexible else 4 if version >= 4 else 2]
+    parts = np.empty(m, np.int32)
+    errors = np.empty(m, np.int16)
+    offs = np.empty(m, np.int64)
+    for j in range(m):
+        fields = part.unpack_from(buf, pos)
+        pos += part.size
+        parts[j], errors[j], offs[j] = fields[0], fields[1], fields[3]
+        if flexible and fields[5]:  # tagged fields present: skip them properly
+            pos = _skip_tags(buf, pos - 1)
+    return parts, errors, offs, pos
+
+
 class ListOffsetsAnswer:
-    """A decoded ListOffsets response: ``offsets`` maps (topic, partition) -> (error code, offset)."""
+    """A decoded ListOffsets response: ``topics`` is one :data:`TopicColumns` per topic, in the
+    answer's order; ``offsets`` maps (topic, partition) -> (error code, offset) (built on first
+    use: the planner reads the arrays, one dict entry per partition is what it avoids)."""
 
-    __slots__ = ("API_VERSION", "throttle_time_ms", "offsets")
+    __slots__ = ("API_VERSION", "throttle_time_ms", "topics", "_offsets")
 
-    def __init__(self, version: int, throttle_time_ms: int, offsets: dict[tuple[str, int], tuple[int, int]]):
+    def __init__(self, version: int, throttle_time_ms: int, topics: list[TopicColumns]):
         self.API_VERSION = version
         self.throttle_time_ms = throttle_time_ms
-        self.offsets = offsets
+        self.topics = topics
+        self._offsets: dict[tuple[str, int], tuple[int, int]] | None = None
+
+    @property
+    def offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
+        if self._offsets is None:
+            self._offsets = {(name, p): (e, o) for name, parts, errors, offs in self.topics
+                             for p, e, o in zip(parts.tolist(), errors.tolist(), offs.tolist(), strict=True)}
+        return self._offsets
 
     def __repr__(self) -> str:
-        return f"ListOffsetsResponse_v{self.API_VERSION}({len(self.offsets)} partitions)"
+        return f"ListOffsetsResponse_v{self.API_VERSION}({sum(len(t[1]) for t in self.topics)} partitions)"
 
     @staticmethod
     def decode_body(buf: bytes, version: int) -> ListOffsetsAnswer:
+        """Decode a response body. A topic's partition entries have a fixed size after its name
+        (ListOffsetsResponse.json: every field is fixed-width, and in flexible versions the
+        entry ends in its tagged-field count, 0 when there are none), so they are read as one
+        numpy record array; a topic where any entry carries tagged fields is read entry by entry
+        instead (:func:`_topic_scalar`), since those shift the entries after it."""
         flexible = version >= 6
-        part = _RESP_PARTITION[6 if flexible else 4 if version >= 4 else 2]
-        unpack, size = part.unpack_from, part.size
+        layout = 6 if flexible else 4 if version >= 4 else 2
+        dtype = _RESP_DTYPE[layout]
+        size = dtype.itemsize
         pos = 0
         throttle = 0
         if version >= 2:
             (throttle,) = _I32.unpack_from(buf, pos)
             pos += 4
-        offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        topics: list[TopicColumns] = []
         n, pos = _read_length(buf, pos, flexible, _I32)
         for _ in range(max(n, 0)):
             ln, pos = _read_length(buf, pos, flexible, _I16)
             if ln < 0:
                 raise ValueError("ListOffsets response with a null topic name")
+            if pos + ln > len(buf):
+                raise ValueError("ListOffsets response ends inside a topic name")
             name = buf[pos:pos + ln].decode()
             pos += ln
             m, pos = _read_length(buf, pos, flexible, _I32)
-            for _ in range(max(m, 0)):
-                fields = unpack(buf, pos)
-                pos += size
-                offsets[(name, fields[0])] = (fields[1], fields[3])
-                if flexible and fields[5]:  # tagged fields present: skip them properly
-                    pos = _skip_tags(buf, pos - 1)
+            m = max(m, 0)
+            end = pos + m * size
+            if end > len(buf):
+                raise ValueError(f"ListOffsets v{version} response ends inside the partitions of {name}")
+            rows = np.frombuffer(buf, dtype=dtype, count=m, offset=pos)
+            if flexible and m and rows["tags"].any():
+                parts, errors, offs, pos = _topic_scalar(buf, pos, m, version)
+            else:
+                parts, errors, offs = (rows["p"].astype(np.int32), rows["e"].astype(np.int16),
+                                       rows["off"].astype(np.int64))
+                pos = end
+            topics.append((name, parts, errors, offs))
             if flexible:
                 pos = _skip_tags(buf, pos)
         if flexible:
             pos = _skip_tags(buf, pos)
         if pos != len(buf):
             raise ValueError(f"ListOffsets v{version} response: {len(buf) - pos} bytes left over")
-        return ListOffsetsAnswer(version, throttle, offsets)
+        return ListOffsetsAnswer(version, throttle, topics)
 
 
 class ListOffsetsDecoder:
@@ -128,6 +183,33 @@ class ListOffsetsDecoder:
             return ListOffsetsAnswer.decode_body(buf, self.version)
         except (IndexError, struct.error, UnicodeDecodeError) as exc:  # kafka-python's parser expects these
             raise ValueError(f"corrupt ListOffsets v{self.version} response: {exc}") from exc
+
+
+_REQ_DTYPE = {
+    2: np.dtype([("p", ">i4"), ("ts", ">i8")]),
+    4: np.dtype([("p", ">i4"), ("e", ">i4"), ("ts", ">i8")]),
+    6: np.dtype([("p", ">i4"), ("e", ">i4"), ("ts", ">i8"), ("tags", "u1")]),
+}
+
+
+def _partition_entries(parts: Any, epochs: Any, timestamp: int, version: int) -> bytes:
+    """One topic's request partitions: PartitionIndex int32, CurrentLeaderEpoch int32 (v4+, -1
+    where unknown), Timestamp int64, an empty tagged-field section (v6+), written as one numpy
+    record array. ``epochs``: partition -> leader epoch (a dict), or an int array indexed by
+    partition (-1 unknown), or None."""
+    p = np.asarray(parts, dtype=np.int64)
+    rows = np.zeros(len(p), dtype=_REQ_DTYPE[6 if version >= 6 else 4 if version >= 4 else 2])
+    rows["p"] = p
+    rows["ts"] = timestamp
+    if version >= 4:
+        if epochs is None or not len(p):
+            rows["e"] = -1
+        elif isinstance(epochs, np.ndarray):
+            inside = (p >= 0) & (p < len(epochs))
+            rows["e"] = np.where(inside, epochs[np.clip(p, 0, max(len(epochs) - 1, 0))], -1)
+        else:
+            rows["e"] = [epochs.get(x, -1) for x in p.tolist()]
+    return rows.tobytes()
 
 
 class _ListOffsetsHeader(RequestHeader, init=False):
@@ -168,21 +250,16 @@ class ListOffsetsFor(ListOffsetsRequest, init=False):
         if header:
             out.append(self._header.encode(flexible=flexible))
         out.append(struct.pack(">ib", self.replica_id, self.isolation_level))
-        pack = _REQ_PARTITION[6 if flexible else 4 if v >= 4 else 2].pack
         ts = self.timestamp
         out.append(_uvarint(len(self.wanted) + 1) if flexible else _I32.pack(len(self.wanted)))
         for name, parts in self.wanted:
             raw = name.encode()
             out.append((_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw)
             out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
-            ep = self.epochs.get(name, {})
+            ep = self.epochs.get(name)
+            out.append(_partition_entries(parts, ep, ts, v))
             if flexible:
-                out.extend([pack(p, ep.get(p, -1), ts, 0) for p in parts])
-                out.append(b"\x00")
-            elif v >= 4:
-                out.extend([pack(p, ep.get(p, -1), ts) for p in parts])
-            else:
-                out.extend([pack(p, ts) for p in parts])
+                out.append(b"\x00")  # the topic's tagged fields: none
         if v >= 10:
             out.append(_I32.pack(self.timeout_ms))
         if flexible:
