@@ -86,19 +86,42 @@ async def offsets(core: ClientCore, wanted: list[TopicPartition], partial: bool 
     return {tp: result[tp] for tp in wanted}
 
 
-def _leaders(core: ClientCore, t: OffsetsTable, rows: np.ndarray) -> np.ndarray:
-    """The cached leader of each row (-1: none, UNKNOWN_PARTITION: not in the last Metadata)."""
-    out = np.full(len(rows), UNKNOWN_PARTITION, dtype=np.int64)
+def _routing(core: ClientCore, t: OffsetsTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cached leader (-1: none, UNKNOWN_PARTITION: not in the last Metadata) and leader
+    epoch (-1: unknown) of each row."""
+    leaders = np.full(len(rows), UNKNOWN_PARTITION, dtype=np.int64)
+    epochs = np.full(len(rows), -1, dtype=np.int64)
     if not len(rows):
-        return out
+        return leaders, epochs
     topic_of = t.topic_of[rows]
     cuts = np.flatnonzero(np.diff(topic_of)) + 1
     for seg in np.split(np.arange(len(rows)), cuts):
-        la, _ = core._cache.routing_arrays(t.topics[int(topic_of[seg[0]])])
+        la, ea = core._cache.routing_arrays(t.topics[int(topic_of[seg[0]])])
         p = t.partition[rows[seg]]
         inside = (p >= 0) & (p < len(la))
-        out[seg[inside]] = la[p[inside]]
-    return out
+        leaders[seg[inside]] = la[p[inside]]
+        epochs[seg[inside]] = ea[p[inside]]
+    return leaders, epochs
+
+
+def _leaders(core: ClientCore, t: OffsetsTable, rows: np.ndarray) -> np.ndarray:
+    return _routing(core, t, rows)[0]
+
+
+class _Reuse:
+    """The last call's requests, per leader, for every partition it asked: sent again as they
+    are (bodies and answer layouts already built) while the partitions asked and their leaders
+    and leader epochs are the same (the common case: every trigger asks the same)."""
+
+    def __init__(self, t: OffsetsTable, leaders: np.ndarray, epochs: np.ndarray,
+                 by_leader: dict[int, np.ndarray], requests: dict[int, list[ListOffsetsFor]]) -> None:
+        self.topics, self.partition = t.topics, t.partition
+        self.leaders, self.epochs = leaders, epochs
+        self.by_leader, self.requests = by_leader, requests
+
+    def fits(self, t: OffsetsTable, leaders: np.ndarray, epochs: np.ndarray) -> bool:
+        return (self.topics == t.topics and np.array_equal(self.partition, t.partition)
+                and np.array_equal(self.leaders, leaders) and np.array_equal(self.epochs, epochs))
 
 
 def _asked(t: OffsetsTable, rows: np.ndarray) -> list[tuple[str, np.ndarray]]:
@@ -113,6 +136,8 @@ def _columns(answer: Any, asked: list[tuple[str, np.ndarray]], leader_desc: str)
     request's order (``KafkaApis.handleListOffsetRequest`` maps over the request's topics and
     partitions), checked here topic by topic with numpy; any other order is matched partition
     by partition, and a partition the answer lacks fails the call, as before."""
+    if answer.flat is not None and answer.request is not None and answer.request.wanted is asked:
+        return answer.flat  # checked against the request's own layout (list_offsets_codec._AnswerLayout)
     got = answer.topics
     if len(got) == len(asked) and all(g[0] == a[0] and np.array_equal(g[1], a[1]) for g, a in zip(got, asked, strict=True)):
         if not got:
@@ -142,32 +167,39 @@ async def table(core: ClientCore, asked: list[tuple[str, Any]], partial: bool = 
     errors: dict[int, str] = {}  # latest retriable error per row
     rounds = 0
     pending = np.arange(n)
-    if (_leaders(core, t, pending) == UNKNOWN_PARTITION).any():
-        unknown = np.flatnonzero(_leaders(core, t, pending) == UNKNOWN_PARTITION)
+    unknown = np.flatnonzero(_leaders(core, t, pending) == UNKNOWN_PARTITION)
+    if len(unknown):
         await metadata.request(core, sorted({t.topics[i] for i in t.topic_of[unknown].tolist()}), attempts)
     while len(pending):
         retry: list[int] = []
         last_error: BaseException | str | None = None
         last_node = None
-        leaders = _leaders(core, t, pending)
+        leaders, epochs = _routing(core, t, pending)
         if (leaders == UNKNOWN_PARTITION).any():
             for r in pending[leaders == UNKNOWN_PARTITION].tolist():
                 if await metadata.confirmed_gone(core, t.tp(r), attempts):
                     t.status[r] = DELETED
             pending = pending[t.status[pending] != DELETED]
-            leaders = _leaders(core, t, pending)
+            leaders, epochs = _routing(core, t, pending)
         for r in pending[leaders < 0].tolist():  # no leader (or still not listed)
             tp = t.tp(r)
             retry.append(r)
             last_error = errors[r] = f"no leader for {tp[0]}-{tp[1]} (LEADER_NOT_AVAILABLE)"
-        led = pending[leaders >= 0]
-        led_by = leaders[leaders >= 0]
-        order = np.argsort(led_by, kind="stable")
-        led, led_by = led[order], led_by[order]
-        cuts = np.flatnonzero(np.diff(led_by)) + 1
-        by_leader: dict[int, np.ndarray] = {int(led_by[seg[0]]): np.sort(led[seg])
-                                            for seg in np.split(np.arange(len(led)), cuts) if len(seg)}
-        requests = {leader: _asked(t, rows) for leader, rows in by_leader.items()}
+        everything = rounds == 0 and len(pending) == n
+        reuse = getattr(core, "_list_offsets_reuse", None)
+        if everything and reuse is not None and reuse.fits(t, leaders, epochs):
+            by_leader, requests = reuse.by_leader, reuse.requests
+        else:
+            led = pending[leaders >= 0]
+            led_by = leaders[leaders >= 0]
+            order = np.argsort(led_by, kind="stable")
+            led, led_by = led[order], led_by[order]
+            cuts = np.flatnonzero(np.diff(led_by)) + 1
+            by_leader = {int(led_by[seg[0]]): np.sort(led[seg]) for seg in np.split(np.arange(len(led)), cuts)
+                         if len(seg)}
+            requests = {leader: _requests(core, _asked(t, rows)) for leader, rows in by_leader.items()}
+            if everything:
+                core._list_offsets_reuse = _Reuse(t, leaders, epochs, by_leader, requests)
         # every leader is asked at once, each on its own deadline (kafka_parallel.per_node); the
         # answers are decoded after the wait, so decoding never counts against a deadline
         deadline = core._config["broker_timeout_ms"] if partial else None
@@ -199,7 +231,8 @@ async def table(core: ClientCore, asked: list[tuple[str, Any]], partial: bool = 
                     errors[r] = f"leader {core._node_desc(leader)} did not answer ({describe(failure)})"
                 attempts.leader = leader
                 continue
-            (c0, start), (c1, hw), (c2, lso) = (_columns(a, requests[leader], core._node_desc(leader)) for a in answers)
+            (c0, start), (c1, hw), (c2, lso) = (_columns(a, requests[leader][0].wanted, core._node_desc(leader))
+                                                for a in answers)
             bad = (c0 != 0) | (c1 != 0) | (c2 != 0)
             good = rows[~bad]
             t.status[good] = OK
@@ -306,7 +339,7 @@ async def _check_backwards(core: ClientCore, t: OffsetsTable, attempts: Attempts
         prev[1][p] = np.where(deleted, NO_OFFSET, t.high_watermark[sl][done])
 
 
-def _job(core: ClientCore, leader: int, asked: list[tuple[str, np.ndarray]]) -> Callable[[], Awaitable[list[Any]]]:
+def _job(core: ClientCore, leader: int, requests: list[ListOffsetsFor]) -> Callable[[], Awaitable[list[Any]]]:
     """The three ListOffsets requests of one leader (log start, high watermark, LSO), pipelined
     on its connection once any KIP-219 throttle has passed: a list of three ``(Pending, answer
     body)`` pairs, or exceptions in their places (decoded by the caller after its wait)."""
@@ -314,10 +347,10 @@ def _job(core: ClientCore, leader: int, asked: list[tuple[str, np.ndarray]]) -> 
     async def job() -> list[Any]:
         await core._unthrottled(leader)
         futures: list[Any] = []
-        for ts, isolation in ((_EARLIEST, READ_UNCOMMITTED), (_LATEST, READ_UNCOMMITTED),
-                              (_LATEST, READ_COMMITTED)):
+        for request in requests:
+            request._version = None  # negotiated again on this connection (a request may be reused)
             try:
-                futures.append(await core._send_nowait(leader, _request(core, asked, ts, isolation)))
+                futures.append(await core._send_nowait(leader, request))
             except Exception as exc:
                 futures.append(exc)
         answers: list[Any] = []
@@ -334,6 +367,10 @@ def _job(core: ClientCore, leader: int, asked: list[tuple[str, np.ndarray]]) -> 
     return job
 
 
-def _request(core: ClientCore, asked: list[tuple[str, np.ndarray]], timestamp: int, isolation: int) -> ListOffsetsFor:
+def _requests(core: ClientCore, asked: list[tuple[str, np.ndarray]]) -> list[ListOffsetsFor]:
+    """One leader's three requests: EARLIEST (log start), LATEST READ_UNCOMMITTED (high
+    watermark), LATEST READ_COMMITTED (LSO); all name the same partitions in the same order."""
     epochs = {name: core._cache.routing_arrays(name)[1] for name, _ in asked}
-    return ListOffsetsFor(asked, timestamp, isolation, core._config["request_timeout_ms"], epochs)
+    return [ListOffsetsFor(asked, ts, isolation, core._config["request_timeout_ms"], epochs)
+            for ts, isolation in ((_EARLIEST, READ_UNCOMMITTED), (_LATEST, READ_UNCOMMITTED),
+                                  (_LATEST, READ_COMMITTED))]

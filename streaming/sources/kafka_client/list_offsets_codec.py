@@ -102,13 +102,30 @@ class ListOffsetsAnswer:
     answer's order; ``offsets`` maps (topic, partition) -> (error code, offset) (built on first
     use: the planner reads the arrays, one dict entry per partition is what it avoids)."""
 
-    __slots__ = ("API_VERSION", "throttle_time_ms", "topics", "_offsets")
+    __slots__ = ("API_VERSION", "throttle_time_ms", "_topics", "_offsets", "flat", "request")
 
-    def __init__(self, version: int, throttle_time_ms: int, topics: list[TopicColumns]):
+    def __init__(self, version: int, throttle_time_ms: int, topics: list[TopicColumns] | None,
+                 flat: tuple[np.ndarray, np.ndarray] | None = None, request: ListOffsetsFor | None = None):
         self.API_VERSION = version
         self.throttle_time_ms = throttle_time_ms
-        self.topics = topics
+        self._topics = topics
         self._offsets: dict[tuple[str, int], tuple[int, int]] | None = None
+        # (error codes, offsets) of every partition in the order ``request.wanted`` asked them:
+        # set when the answer has exactly the layout of that request (_AnswerLayout)
+        self.flat = flat
+        self.request = request
+
+    @property
+    def topics(self) -> list[TopicColumns]:
+        if self._topics is None:
+            errors, offs = self.flat
+            out, lo = [], 0
+            for name, ps in self.request.wanted:
+                hi = lo + len(ps)
+                out.append((name, np.asarray(ps, dtype=np.int32), errors[lo:hi], offs[lo:hi]))
+                lo = hi
+            self._topics = out
+        return self._topics
 
     @property
     def offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
@@ -118,7 +135,8 @@ class ListOffsetsAnswer:
         return self._offsets
 
     def __repr__(self) -> str:
-        return f"ListOffsetsResponse_v{self.API_VERSION}({sum(len(t[1]) for t in self.topics)} partitions)"
+        n = len(self.flat[0]) if self.flat is not None else sum(len(t[1]) for t in self.topics)
+        return f"ListOffsetsResponse_v{self.API_VERSION}({n} partitions)"
 
     @staticmethod
     def decode_body(buf: bytes, version: int) -> ListOffsetsAnswer:
@@ -171,14 +189,20 @@ class ListOffsetsAnswer:
 class ListOffsetsDecoder:
     """Stands in for kafka-python's response class of one request (``parse_header`` + ``decode``)."""
 
-    def __init__(self, version: int):
+    def __init__(self, version: int, request: ListOffsetsFor | None = None):
         self.version = version
+        self.request = request
 
     def parse_header(self, data):
         return ListOffsetsResponse[self.version].parse_header(data)
 
     def decode(self, data) -> ListOffsetsAnswer:
         buf = data.read() if hasattr(data, "read") else bytes(data)
+        if self.request is not None:
+            got = self.request.layout(self.version).read(buf)
+            if got is not None:
+                throttle, errors, offs = got
+                return ListOffsetsAnswer(self.version, throttle, None, (errors, offs), self.request)
         try:
             return ListOffsetsAnswer.decode_body(buf, self.version)
         except (IndexError, struct.error, UnicodeDecodeError) as exc:  # kafka-python's parser expects these
@@ -192,29 +216,100 @@ _REQ_DTYPE = {
 }
 
 
+_REQ_STRUCT = {2: struct.Struct(">iq"), 4: struct.Struct(">iiq"), 6: struct.Struct(">iiqB")}
+
+
+def _epochs_of(parts: list[int], epochs: Any) -> list[int]:
+    """CurrentLeaderEpoch per partition (-1 unknown). ``epochs``: partition -> epoch (a dict),
+    an int array indexed by partition (-1 unknown), or None."""
+    if epochs is None:
+        return [-1] * len(parts)
+    if isinstance(epochs, np.ndarray):
+        n = len(epochs)
+        return [int(epochs[p]) if 0 <= p < n else -1 for p in parts]
+    return [epochs.get(p, -1) for p in parts]
+
+
 def _partition_entries(parts: Any, epochs: Any, timestamp: int, version: int) -> bytes:
     """One topic's request partitions: PartitionIndex int32, CurrentLeaderEpoch int32 (v4+, -1
-    where unknown), Timestamp int64, an empty tagged-field section (v6+), written as one numpy
-    record array. ``epochs``: partition -> leader epoch (a dict), or an int array indexed by
-    partition (-1 unknown), or None."""
-    p = np.asarray(parts, dtype=np.int64)
-    rows = np.zeros(len(p), dtype=_REQ_DTYPE[6 if version >= 6 else 4 if version >= 4 else 2])
-    rows["p"] = p
-    rows["ts"] = timestamp
+    where unknown), Timestamp int64, an empty tagged-field section (v6+)."""
+    ps = parts.tolist() if isinstance(parts, np.ndarray) else list(parts)
+    if version >= 6:
+        pack = _REQ_STRUCT[6].pack
+        return b"".join([pack(p, e, timestamp, 0) for p, e in zip(ps, _epochs_of(ps, epochs), strict=True)])
     if version >= 4:
-        if epochs is None or not len(p):
-            rows["e"] = -1
-        elif isinstance(epochs, np.ndarray):
-            inside = (p >= 0) & (p < len(epochs))
-            rows["e"] = np.where(inside, epochs[np.clip(p, 0, max(len(epochs) - 1, 0))], -1)
-        else:
-            rows["e"] = [epochs.get(x, -1) for x in p.tolist()]
-    return rows.tobytes()
+        pack = _REQ_STRUCT[4].pack
+        return b"".join([pack(p, e, timestamp) for p, e in zip(ps, _epochs_of(ps, epochs), strict=True)])
+    pack = _REQ_STRUCT[2].pack
+    return b"".join([pack(p, timestamp) for p in ps])
+
+
+def _length(n: int, flexible: bool, fixed: struct.Struct) -> bytes:
+    return _uvarint(n + 1) if flexible else fixed.pack(n)
+
+
+class _AnswerLayout:
+    """The exact bytes an answer to one request has when every partition answers, in the
+    request's order, without tagged fields: ListOffsetsResponse.json's layout with the
+    request's topic names, partition counts and partition indexes filled in, and holes for what
+    each partition answers (ThrottleTimeMs; per partition ErrorCode, Timestamp, Offset,
+    LeaderEpoch). :meth:`read` checks an answer against it in one numpy comparison and then
+    reads error codes and offsets at known positions; any other answer (another order, a
+    missing partition, tagged fields) returns None and is decoded field by field."""
+
+    def __init__(self, wanted: list[tuple[str, Any]], version: int):
+        flexible = version >= 6
+        size = _RESP_DTYPE[6 if flexible else 4 if version >= 4 else 2].itemsize
+        hole = size - 4 - (1 if flexible else 0)  # ErrorCode .. LeaderEpoch
+        tail = b"\x00" if flexible else b""
+        entry_keep = b"\xff" * 4 + b"\x00" * hole + b"\xff" * len(tail)
+        body: list[bytes] = [b"\x00\x00\x00\x00", _length(len(wanted), flexible, _I32)]
+        keep: list[bytes] = [b"\x00" * 4, b"\xff" * len(body[1])]
+        starts: list[int] = []
+        pos = len(body[0]) + len(body[1])
+        filler = b"\x00" * hole
+        for name, ps in wanted:
+            raw = name.encode()
+            head = _length(len(raw), flexible, _I16) + raw + _length(len(ps), flexible, _I32)
+            plist = ps.tolist() if isinstance(ps, np.ndarray) else list(ps)
+            body.append(head)
+            keep.append(b"\xff" * len(head))
+            pos += len(head)
+            for p in plist:
+                starts.append(pos)
+                body.append(_I32.pack(p) + filler + tail)
+                keep.append(entry_keep)
+                pos += size
+            if flexible:
+                body.append(b"\x00")
+                keep.append(b"\xff")
+                pos += 1
+        if flexible:
+            body.append(b"\x00")
+            keep.append(b"\xff")
+        self.template = np.frombuffer(b"".join(body), dtype=np.uint8)
+        self.keep = np.frombuffer(b"".join(keep), dtype=np.uint8)
+        at = np.asarray(starts, dtype=np.int64)
+        self.error_at = (at + 4)[:, None] + np.arange(2)
+        self.offset_at = (at + 14)[:, None] + np.arange(8)
+
+    def read(self, buf: bytes) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """(throttle ms, error codes, offsets) in the request's order, or None when ``buf`` does
+        not have this layout."""
+        if len(buf) != len(self.template):
+            return None
+        got = np.frombuffer(buf, dtype=np.uint8)
+        if ((got ^ self.template) & self.keep).any():
+            return None
+        throttle = int.from_bytes(buf[:4], "big", signed=True)
+        errors = got[self.error_at].copy().view(">i2").reshape(-1).astype(np.int16)
+        offs = got[self.offset_at].copy().view(">i8").reshape(-1).astype(np.int64)
+        return throttle, errors, offs
 
 
 class _ListOffsetsHeader(RequestHeader, init=False):
     def get_response_class(self):
-        return ListOffsetsDecoder(self.request_api_version)
+        return ListOffsetsDecoder(self.request_api_version, getattr(self, "request", None))
 
 
 class ListOffsetsFor(ListOffsetsRequest, init=False):
@@ -234,10 +329,22 @@ class ListOffsetsFor(ListOffsetsRequest, init=False):
         self.timestamp = timestamp
         # topic -> {partition: leader epoch}: CurrentLeaderEpoch (v4+, KIP-320), -1 where unknown
         self.epochs = epochs or {}
+        # the body per version and the answer layout per version: a request object may be sent
+        # again while the partitions, leaders and epochs it asks about stay the same
+        self._bodies: dict[int, bytes] = {}
+        self._layouts: dict[int, _AnswerLayout] = {}
 
     def with_header(self, correlation_id: int = 0, client_id: str = "kafka-python") -> None:
         self._header = _ListOffsetsHeader(request_api_key=self.API_KEY, request_api_version=self.API_VERSION,
                                           correlation_id=correlation_id, client_id=client_id)
+        self._header.request = self
+
+    def layout(self, version: int) -> _AnswerLayout:
+        """The layout a full answer to this request has at ``version`` (built once)."""
+        got = self._layouts.get(version)
+        if got is None:
+            got = self._layouts[version] = _AnswerLayout(self.wanted, version)
+        return got
 
     def encode(self, version: int | None = None, header: bool = False, framed: bool = False) -> bytes:
         if version is not None:
@@ -246,25 +353,26 @@ class ListOffsetsFor(ListOffsetsRequest, init=False):
         if v is None or not LIST_OFFSETS_MIN_VERSION <= v <= LIST_OFFSETS_MAX_VERSION:
             raise ValueError(f"ListOffsets v{v} is not encoded here")
         flexible = v >= 6
-        out: list[bytes] = []
+        body = self._bodies.get(v)
+        if body is None:
+            body = self._bodies[v] = self._body(v)
         if header:
-            out.append(self._header.encode(flexible=flexible))
-        out.append(struct.pack(">ib", self.replica_id, self.isolation_level))
+            body = self._header.encode(flexible=flexible) + body
+        return _I32.pack(len(body)) + body if framed else body
+
+    def _body(self, v: int) -> bytes:
+        flexible = v >= 6
+        out: list[bytes] = [struct.pack(">ib", self.replica_id, self.isolation_level)]
         ts = self.timestamp
-        out.append(_uvarint(len(self.wanted) + 1) if flexible else _I32.pack(len(self.wanted)))
+        out.append(_length(len(self.wanted), flexible, _I32))
         for name, parts in self.wanted:
             raw = name.encode()
-            out.append((_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw)
-            out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
-            ep = self.epochs.get(name)
-            out.append(_partition_entries(parts, ep, ts, v))
+            out.append(_length(len(raw), flexible, _I16) + raw + _length(len(parts), flexible, _I32))
+            out.append(_partition_entries(parts, self.epochs.get(name), ts, v))
             if flexible:
                 out.append(b"\x00")  # the topic's tagged fields: none
         if v >= 10:
             out.append(_I32.pack(self.timeout_ms))
         if flexible:
             out.append(b"\x00")
-        body = b"".join(out)
-        return _I32.pack(len(body)) + body if framed else body
-
-
+        return b"".join(out)
