@@ -204,3 +204,36 @@ def test_offsets_table_handles_partition_errors_one_by_one(tmp_path):
             broker.inject_partition_error("orders", 0, "TOPIC_AUTHORIZATION_FAILED", apis=("list_offsets",))
             with pytest.raises(KafkaAuthorizationError):
                 w.offsets_table([("orders", [0, 1, 2])])
+
+
+def test_slow_decoding_on_the_io_thread_does_not_count_against_a_broker_deadline(tmp_path, monkeypatch):
+    """``broker_timeout_ms`` bounds how long a *broker* takes to answer. The client decodes the
+    answers on its single IO thread; if that decoding ran inside each broker's wait, one slow
+    decode (here the first answer's decode holds the IO thread 3 s, longer than the 2 s
+    deadline, as decoding 200,000 partitions' answers did under load) would make brokers that
+    answered in time look stalled and their partitions unavailable. Both brokers answer at once,
+    so no partition may be reported unavailable and none asked twice."""
+    import time as _time
+
+    from streaming.sources.kafka_client import list_offsets_codec
+
+    original = list_offsets_codec.ListOffsetsDecoder.decode
+    calls = []
+
+    def slow_once(self, data):
+        calls.append(1)
+        if len(calls) == 1:
+            _time.sleep(3.0)  # the IO thread busy decoding, not a wait of the test
+        return original(self, data)
+
+    with FakeKafkaBroker(tmp_path, num_nodes=2) as broker:
+        broker.create_topic("orders", 4)
+        with KafkaWire(broker.bootstrap_servers, retries=1, retry_backoff_ms=10, broker_timeout_ms=2000) as w:
+            w.offsets_available([("orders", p) for p in range(4)])  # connections and metadata first
+            monkeypatch.setattr(list_offsets_codec.ListOffsetsDecoder, "decode", slow_once)
+            before = len(broker.requests_for("list_offsets"))
+            offs, down = w.offsets_available([("orders", p) for p in range(4)])
+            asked = len(broker.requests_for("list_offsets")) - before
+    assert down == {} and sorted(offs) == [("orders", p) for p in range(4)]
+    # two leaders, three requests each, answered once: no broker was taken for stalled and asked again
+    assert asked == 6 and len(calls) == 6

@@ -80,12 +80,21 @@ def planned_ranges(start: PlanState, end: PlanState) -> list[KafkaPartition]:
     probe = end.probe is not None
     emit = set(end.emit) if probe else set()
     txn_prefix = TXN_TOPIC + "\t"
-    for k, pos in end.parts.items():
-        if (probe and k not in end.unavail and k not in end.reads and k not in emit and k not in end.closes
-                and k not in end.resets and not k.startswith(txn_prefix)):
-            # probe mode, nothing changed there: no row at all (the driver keeps its last facts);
-            # decided before any per-partition work, as most of a large cluster's partitions are so
-            continue
+    keys = end.parts.keys()
+    if probe:
+        # probe mode, nothing changed there: no row at all (the driver keeps its last facts);
+        # decided before any per-partition work, as most of a large cluster's partitions are so
+        due = set(end.unavail) | set(end.reads) | emit | set(end.closes) | set(end.resets)
+        cols = end.cols
+        if cols is not None and len(keys) == int(cols.has_part.sum()):  # every partition is a row of cols
+            if TXN_TOPIC in cols.topics:
+                i = cols.topics.index(TXN_TOPIC)
+                due.update(cols.keys[int(cols.starts[i]):int(cols.starts[i + 1])])
+        else:
+            due.update(k for k in keys if k.startswith(txn_prefix))
+        keys = [k for k in keys if k in due]
+    for k in keys:
+        pos = end.parts[k]
         t, p = split_key(k)
         e, from_start = pos.next, pos.from_log_start
         s = start.parts.get(k)
