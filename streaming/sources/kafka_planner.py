@@ -611,8 +611,10 @@ class KafkaPlanner:
             else:
                 end.reads[k] = ProbeRead(lso, stop, True, note)
                 end.parts[k] = Position(stop, False)
+        emitted = set(end.emit)  # a set: the first plan emits every partition (a list scan each was quadratic)
         for k in list(end.reads) + list(end.closes):
-            if k not in end.emit:
+            if k not in emitted:
+                emitted.add(k)
                 end.emit.append(k)
 
     def _probe_fetch(self, items: list[tuple[str, int, int]]) -> list[tuple[Any, ...] | None]:
