@@ -54,9 +54,10 @@ def input_partitions(start: PlanState, end: PlanState, groups_per_broker: int,
     ``groups_per_broker`` per broker), as Spark's ``partitions(start, end)``; more than
     ``max_groups`` groups (0: no bound) are dealt round-robin into ``max_groups``."""
     by_broker: dict[int, list[KafkaPartition]] = {}
+    lagging = set(end.lagging)
     for part in planned_ranges(start, end):
         k = tp_key(part.topic, part.partition)
-        part.lagging = k in end.lagging
+        part.lagging = k in lagging
         part.txn_partition_count = end.txn_n if part.topic == TXN_TOPIC else None
         facts = end.seen.get(k)
         if facts is not None and part.unavailable is None:
