@@ -353,16 +353,7 @@ def _job(core: ClientCore, leader: int, requests: list[ListOffsetsFor]) -> Calla
                 futures.append(await core._send_nowait(leader, request))
             except Exception as exc:
                 futures.append(exc)
-        answers: list[Any] = []
-        for fut in futures:
-            if isinstance(fut, BaseException):
-                answers.append(fut)
-                continue
-            try:
-                answers.append((fut, await core._await_body(fut)))
-            except Exception as exc:
-                answers.append(exc)
-        return answers
+        return await core._await_bodies(futures)
 
     return job
 
