@@ -74,18 +74,21 @@ class Stages:
         self.stack: list[str] = []
         self.wall: collections.Counter = collections.Counter()
         self.simt: collections.Counter = collections.Counter()
+        self.cpu: collections.Counter = collections.Counter()  # process CPU (every thread) per stage
         self._t = time.perf_counter()
+        self._c = time.process_time()
         self._s = 0.0
 
     def _sim_total(self) -> float:
         return sum(self.sim.sim_s.values())
 
     def _switch(self) -> None:
-        now, s = time.perf_counter(), self._sim_total()
+        now, c, s = time.perf_counter(), time.process_time(), self._sim_total()
         if self.stack:
             self.wall[self.stack[-1]] += now - self._t
+            self.cpu[self.stack[-1]] += c - self._c
             self.simt[self.stack[-1]] += s - self._s
-        self._t, self._s = now, s
+        self._t, self._c, self._s = now, c, s
 
     def enter(self, name: str) -> None:
         self._switch()
@@ -107,6 +110,8 @@ class Stages:
 
     def reset(self) -> tuple[dict, dict]:
         out = dict(self.wall), dict(self.simt)
+        self.last_cpu = dict(self.cpu)
+        self.cpu.clear()
         self.wall.clear()
         self.simt.clear()
         return out
@@ -291,7 +296,7 @@ def main() -> None:
                 late_found.add(key)
         sim_s = sum(sim.sim_s.values()) - sim_before
         rows.append({"total": total, "cpu": cpu, "sim": sim_s, "wall": wall, "simt": simt, "reqs": sum(reqs.values()),
-                     "by_api": reqs})
+                     "by_api": reqs, "stage_cpu": job.stages.last_cpu})
         stages = " ".join(f"{_fmt_stage(wall, simt, s):>14}" for s in STAGES)
         apis = ", ".join(f"{k} {v}" for k, v in sorted(reqs.items()))
         print(f"{n:>4} {total:6.2f} {cpu:6.2f} {sim_s:5.2f} {stages} {job.rows:>7} {sum(reqs.values()):>5}  {apis}", flush=True)
@@ -313,6 +318,9 @@ def main() -> None:
           "brokers spent answering within it; sim = all of the brokers' answering CPU in the trigger)")
     print("steady-state medians per stage: " + ", ".join(
         f"{s} {statistics.median(r['wall'].get(s, 0.0) for r in steady):.2f}" for s in STAGES))
+    print("steady-state medians per stage, CPU of this process (every thread: the client's IO thread works for "
+          "the stage that waits on it): " + ", ".join(
+              f"{s} {statistics.median(r['stage_cpu'].get(s, 0.0) for r in steady):.2f}" for s in STAGES))
     by_api = collections.Counter()
     for r in steady:
         by_api.update(r["by_api"])
