@@ -384,3 +384,17 @@ def test_offset_json_written_before_the_columns_is_read():
     assert js["parts"] == {"x\t0": [5, False]} and js["seen"] == {}  # x-0 has no facts: kept as before
     back = PlanState.from_json(js)
     assert back == state and back.parts == state.parts and back.seen == state.seen
+
+
+def test_malformed_offset_columns_are_a_clear_error():
+    """An offset log entry whose ``cols`` arrays disagree in length (a damaged checkpoint) is
+    refused naming the topic, never read as a shorter plan; a partition in both ``cols`` and
+    ``parts`` is refused too (each partition has one place)."""
+    bad = {"parts": {}, "clock": 1, "planned": 1, "cols": {"orders": [[0, 1], [1], [0, 0], [3, 2], [0, 2], [0, 0],
+                                                                     [1, 1]]}}
+    with pytest.raises(ValueError, match="orders"):
+        PlanState.from_json(bad)
+    twice = {"parts": {"orders\t0": [1, False]}, "clock": 1, "planned": 1,
+             "cols": {"orders": [[0], [1], [0], [3], [0], [0], [1]]}}
+    with pytest.raises(ValueError, match="both in cols and in parts"):
+        PlanState.from_json(twice)
