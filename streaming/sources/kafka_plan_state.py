@@ -9,7 +9,10 @@ it had planned but not committed. So whatever the next plan needs, and whatever
 the driver knows is lost on restart. :class:`PlanState` is that dict as typed fields;
 :meth:`PlanState.to_json` / :meth:`PlanState.from_json` are the only places that know its JSON
 form (the keys are unchanged from the checkpoints written before this module existed, so running
-queries resume across the upgrade).
+queries resume across the upgrade). One key was added since: ``cols``, the bulk of ``parts`` and
+``seen`` as per-topic arrays (:class:`PlanColumns`), written by plans that have them (probe mode);
+``parts`` / ``seen`` then hold only what the arrays do not, and an entry without ``cols`` reads as
+before. Every entry is complete on its own (Spark restarts from the last one alone).
 
 Fields carried from plan to plan (they survive a restart because the next plan needs them):
 
