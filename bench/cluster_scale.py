@@ -8,7 +8,7 @@ of them late (an hour old, the coordinator still has them Ongoing), the rest you
 transport* (bench/cluster_sim.py replaces ``KafkaConnectionManager._build_transport``): the
 watchdog's client (KafkaWire), planner (``KafkaStreamReader``, probe mode, as ``txnwatch run``
 configures it), executor reads (``read_partition``), state (``LocalStates``: the state function
-per producer id), verdicts and broker confirmation (``make_batch_writer``: Enricher, DescribeProducers /
+per producer id), verdicts and broker confirmation (``BatchWriter``: Enricher, DescribeProducers /
 DescribeTransactions / ListTransactions through kafka-python's admin client), and sinks (a JSONL
 file; the enricher's, availability's and pinned-LSO's state files) are the product's code. What
 Spark itself adds per micro-batch is not in these figures: the job runs in process, micro-batch
@@ -54,10 +54,9 @@ from bench.cluster_sim import BOOTSTRAP, SimCluster, install, self_check
 from streaming.alerts import REQUIRED_PERMISSION, Enricher, abort_commands
 from streaming.availability import Availability
 from streaming.config import as_config, engine_config, load
-from streaming.local_engine import LocalStates, _Rows
+from streaming.microbatch import BatchWriter, LocalStates, SinkSet
 from streaming.pinned_lso import PinnedLso
-from streaming.pipeline import SinkSet, make_batch_writer
-from streaming.runner import alert_config, broker_confirm, follow_after_ms, source_options
+from streaming.runner import alert_config, broker_confirm, source_options
 from streaming.sinks.jsonl import JsonlSink
 from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
 from streaming.sources.kafka_plan_state import PlanState
@@ -75,18 +74,21 @@ class Stages:
         self.stack: list[str] = []
         self.wall: collections.Counter = collections.Counter()
         self.simt: collections.Counter = collections.Counter()
+        self.cpu: collections.Counter = collections.Counter()  # process CPU (every thread) per stage
         self._t = time.perf_counter()
+        self._c = time.process_time()
         self._s = 0.0
 
     def _sim_total(self) -> float:
         return sum(self.sim.sim_s.values())
 
     def _switch(self) -> None:
-        now, s = time.perf_counter(), self._sim_total()
+        now, c, s = time.perf_counter(), time.process_time(), self._sim_total()
         if self.stack:
             self.wall[self.stack[-1]] += now - self._t
+            self.cpu[self.stack[-1]] += c - self._c
             self.simt[self.stack[-1]] += s - self._s
-        self._t, self._s = now, s
+        self._t, self._c, self._s = now, c, s
 
     def enter(self, name: str) -> None:
         self._switch()
@@ -108,6 +110,8 @@ class Stages:
 
     def reset(self) -> tuple[dict, dict]:
         out = dict(self.wall), dict(self.simt)
+        self.last_cpu = dict(self.cpu)
+        self.cpu.clear()
         self.wall.clear()
         self.simt.clear()
         return out
@@ -150,8 +154,7 @@ class Job:
         cfg["kafka"]["metadata_max_age_ms"] = args.metadata_max_age_ms
         cfg["kafka"]["topic_pattern"] = "t[0-9]+"
         config = as_config(cfg)
-        fmt, opts, _ = source_options("kafka", None, cluster=config.cluster, kafka=config.kafka, dumps=config.dumps,
-                                      probe_follow_after_ms=follow_after_ms(config))
+        fmt, opts, _ = source_options(config, "kafka", None)
         assert fmt == "kafka-txn" and opts["read_mode"] == "probe", opts
         ck = str(tmp / "ck")
         os.makedirs(ck, exist_ok=True)
@@ -171,7 +174,7 @@ class Job:
         to_json, from_json = PlanState._bench_plain
         PlanState.to_json = st.wrap("offset log", to_json)
         PlanState.from_json = classmethod(st.wrap("offset log", from_json))
-        ecfg = engine_config(cfg, coordinator_available=True)
+        ecfg = engine_config(config, coordinator_available=True)
         self.states = LocalStates(ecfg)
         self.states.micro_batch = st.wrap("state", self.states.micro_batch)
         self.evidence = broker_confirm(config)
@@ -187,7 +190,7 @@ class Job:
         self.alerts: list[dict[str, Any]] = []
         jsonl = JsonlSink(str(tmp / "alerts.jsonl"))
         self.sinks = SinkSet(sinks=[st.wrap("sinks", jsonl), self.alerts.extend])
-        self.write = st.wrap("verdicts", make_batch_writer(self.enricher, self.sinks, availability, ledger, pinned))
+        self.write = st.wrap("verdicts", BatchWriter(self.enricher, self.sinks, availability, ledger, pinned))
         self.offset: dict | None = None
         self.batch_id = 0
         self.rows = 0
@@ -214,7 +217,7 @@ class Job:
             st.leave()
         self.rows = 0 if events is None else len(events)
         out = self.states.micro_batch(events)
-        self.write(_Rows(out), self.batch_id)
+        self.write(out, self.batch_id)
         self.batch_id += 1
         self.offset = end
 
@@ -293,7 +296,7 @@ def main() -> None:
                 late_found.add(key)
         sim_s = sum(sim.sim_s.values()) - sim_before
         rows.append({"total": total, "cpu": cpu, "sim": sim_s, "wall": wall, "simt": simt, "reqs": sum(reqs.values()),
-                     "by_api": reqs})
+                     "by_api": reqs, "stage_cpu": job.stages.last_cpu})
         stages = " ".join(f"{_fmt_stage(wall, simt, s):>14}" for s in STAGES)
         apis = ", ".join(f"{k} {v}" for k, v in sorted(reqs.items()))
         print(f"{n:>4} {total:6.2f} {cpu:6.2f} {sim_s:5.2f} {stages} {job.rows:>7} {sum(reqs.values()):>5}  {apis}", flush=True)
@@ -315,6 +318,9 @@ def main() -> None:
           "brokers spent answering within it; sim = all of the brokers' answering CPU in the trigger)")
     print("steady-state medians per stage: " + ", ".join(
         f"{s} {statistics.median(r['wall'].get(s, 0.0) for r in steady):.2f}" for s in STAGES))
+    print("steady-state medians per stage, CPU of this process (every thread: the client's IO thread works for "
+          "the stage that waits on it): " + ", ".join(
+              f"{s} {statistics.median(r['stage_cpu'].get(s, 0.0) for r in steady):.2f}" for s in STAGES))
     by_api = collections.Counter()
     for r in steady:
         by_api.update(r["by_api"])

@@ -532,23 +532,69 @@ class SimCluster:
         return raw[:4] + struct.pack(">i", corr) + raw[8:]
 
     def _list_offsets(self, node: int, payload: bytes) -> bytes:
+        """The answer from the current offsets. A client asks the same partitions every trigger,
+        so the request is parsed once per distinct request (its bytes but the correlation id)
+        into index arrays and an answer template (:func:`_list_offsets_plan`); each answer is
+        the template with this moment's offsets written in, as the broker would encode them."""
+        key = payload[:4] + payload[8:]
+        cache = self.__dict__.setdefault("_lo_plans", {})
+        plan = cache.get(key)
+        if plan is None:
+            plan = cache[key] = self._list_offsets_plan(node, payload)
+        template, corr_at, data_i, data_at, data_field, txn_p, txn_at, txn_earliest = plan
+        out = template.copy()
+        out[corr_at:corr_at + 4] = np.frombuffer(payload[4:8], dtype=np.uint8)
+        if len(data_i):
+            vals = np.choose(data_field, (self.log_start[data_i], self.hw[data_i], self.lso[data_i]))
+            out[data_at] = vals.astype(">i8").view(np.uint8).reshape(-1, 8)
+        if len(txn_p):
+            vals = np.where(txn_earliest, 0, np.asarray(self.txn_hw, dtype=np.int64)[txn_p])
+            out[txn_at] = vals.astype(">i8").view(np.uint8).reshape(-1, 8)
+        return out.tobytes()
+
+    def _list_offsets_plan(self, node: int, payload: bytes) -> tuple:
         v, corr, isolation, topics = decode_list_offsets(payload)
-        out = []
+        flexible = v >= 6
+        size = {True: 27, False: 26 if v >= 4 else 22}[flexible]
+        rows_out = []
+        data_i, data_at, data_field, txn_p, txn_at, txn_earliest = [], [], [], [], [], []
+        pos = 4 + 4 + (1 if flexible else 0) + (4 if v >= 2 else 0)
+        pos += len(encode_uvarint(len(topics) + 1)) if flexible else 4
         for name, parts in topics:
+            raw = name.encode()
+            pos += (len(encode_uvarint(len(raw) + 1)) if flexible else 2) + len(raw)
+            pos += len(encode_uvarint(len(parts) + 1)) if flexible else 4
             rows = []
             j = self.topic_index.get(name)
             for p, ts in parts:
+                at = pos + 14
                 if name == TXN_TOPIC:
-                    lead, off = self.txn_leader[p], (0 if ts == -2 else self.txn_hw[p])
+                    lead = self.txn_leader[p]
+                    if lead == node:
+                        txn_p.append(p)
+                        txn_at.append(at)
+                        txn_earliest.append(ts == -2)
                 else:
                     i = j * self.per_topic + p
                     lead = int(self.leader[i])
-                    off = int(self.log_start[i] if ts == -2 else self.lso[i] if isolation == 1 else self.hw[i])
-                rows.append((p, NONE, -1, off, 0) if lead == node else (p, NOT_LEADER_OR_FOLLOWER, -1, -1, -1))
-            out.append((name, rows))
-        answer = _ListOffsetsAnswer(v, out)
+                    if lead == node:
+                        data_i.append(i)
+                        data_at.append(at)
+                        data_field.append(0 if ts == -2 else 2 if isolation == 1 else 1)
+                rows.append((p, NONE, -1, 0, 0) if lead == node else (p, NOT_LEADER_OR_FOLLOWER, -1, -1, -1))
+                pos += size
+            pos += 1 if flexible else 0
+            rows_out.append((name, rows))
+        answer = _ListOffsetsAnswer(v, rows_out)
         answer.with_header(corr)
-        return answer.encode(header=True, framed=True)
+        template = np.frombuffer(answer.encode(header=True, framed=True), dtype=np.uint8).copy()
+        assert len(template) == pos + (1 if flexible else 0), (len(template), pos)
+
+        def at8(xs: list[int]) -> np.ndarray:
+            return np.asarray(xs, dtype=np.int64).reshape(-1, 1) + np.arange(8)
+
+        return (template, 4, np.asarray(data_i, dtype=np.int64), at8(data_at), np.asarray(data_field, dtype=np.int64),
+                np.asarray(txn_p, dtype=np.int64), at8(txn_at), np.asarray(txn_earliest, dtype=bool))
 
     def _slice(self, log: PartLog | None, offset: int, hw: int, limit: int, whole_first: bool) -> bytes:
         if log is None or offset >= hw:

@@ -97,3 +97,143 @@ def test_wire_skips_tagged_fields_it_does_not_know():
     # topic tagged fields: one field (tag 0, 1 byte); top level: none
     got = _ListOffsetsDecoder(7).decode(io.BytesIO(body))
     assert got.offsets == {("a", 3): (0, 42)}
+
+
+# -- the array decoder (ListOffsetsAnswer arrays, _AnswerLayout) -------------------------------
+# Bytes written by hand from apache/kafka clients/src/main/resources/common/message/
+# ListOffsetsResponse.json (the ListOffsetsResponse message), version 7 (flexible since v6):
+# ThrottleTimeMs int32, Topics compact array of [Name compact string, Partitions compact array of
+# [PartitionIndex int32, ErrorCode int16, Timestamp int64, Offset int64, LeaderEpoch int32,
+# tagged fields], tagged fields], tagged fields. Compact lengths are unsigned varints of n + 1.
+
+
+def _entry(p: int, error: int, offset: int, epoch: int, tags: bytes = b"\x00") -> bytes:
+    import struct
+
+    return struct.pack(">ihqqi", p, error, -1, offset, epoch) + tags
+
+
+def _answer_v7(topics: list[tuple[str, list[bytes]]], throttle: int = 0) -> bytes:
+    import struct
+
+    out = struct.pack(">i", throttle) + bytes([len(topics) + 1])
+    for name, entries in topics:
+        out += bytes([len(name) + 1]) + name.encode() + bytes([len(entries) + 1]) + b"".join(entries) + b"\x00"
+    return out + b"\x00"
+
+
+# a: partition 0 answers offset 13; partition 1 answers NOT_LEADER_OR_FOLLOWER (6) with the
+# fields' defaults (-1), as KafkaApis.buildErrorResponse fills them; b: partition 5, offset 42
+_A0, _A1, _B5 = _entry(0, 0, 13, 0), _entry(1, 6, -1, -1), _entry(5, 0, 42, 3)
+
+
+def _request() -> _ListOffsets:
+    import numpy as np
+
+    req = _ListOffsets([("a", np.array([0, 1])), ("b", np.array([5]))], -1, 1, 1000)
+    req.API_VERSION = 7
+    req.with_header(correlation_id=1, client_id="cid")
+    return req
+
+
+def test_array_decoder_reads_an_answer_in_the_request_layout():
+    """An answer that names the request's partitions in its order is read through the request's
+    layout: error codes and offsets as arrays in the request's order, per-partition errors kept."""
+    req = _request()
+    got = req.header.get_response_class().decode(io.BytesIO(_answer_v7([("a", [_A0, _A1]), ("b", [_B5])], 25)))
+    assert got.flat is not None and got.request is req and got.throttle_time_ms == 25
+    assert got.flat[0].tolist() == [0, 6, 0] and got.flat[1].tolist() == [13, -1, 42]
+    assert got.offsets == {("a", 0): (0, 13), ("a", 1): (6, -1), ("b", 5): (0, 42)}
+    from streaming.sources.kafka_client.list_offsets import _columns
+
+    codes, offs = _columns(got, req.wanted, "node 1")
+    assert codes.tolist() == [0, 6, 0] and offs.tolist() == [13, -1, 42]
+
+
+def test_array_decoder_falls_back_for_other_orders_tags_and_missing_partitions():
+    """Anything but the request's exact layout is decoded field by field: topics in another order
+    (matched by name and partition), a partition with a tagged field (KIP-482: tag 7, two bytes,
+    skipped), a partition missing (the call fails naming it, as before)."""
+    from streaming.sources.kafka_client.list_offsets import _columns
+    from streaming.sources.kafka_wire import KafkaWireError
+
+    req = _request()
+    decoder = req.header.get_response_class()
+    other = decoder.decode(io.BytesIO(_answer_v7([("b", [_B5]), ("a", [_A1, _A0])])))
+    assert other.flat is None
+    assert [c.tolist() for c in _columns(other, req.wanted, "node 1")] == [[0, 6, 0], [13, -1, 42]]
+    tagged = decoder.decode(io.BytesIO(_answer_v7([("a", [_A0, _entry(1, 6, -1, -1, b"\x01\x07\x02xy")]),
+                                                   ("b", [_B5])])))
+    assert tagged.flat is None and tagged.offsets == {("a", 0): (0, 13), ("a", 1): (6, -1), ("b", 5): (0, 42)}
+    short = decoder.decode(io.BytesIO(_answer_v7([("a", [_A0]), ("b", [_B5])])))
+    assert short.flat is None
+    with pytest.raises(KafkaWireError, match="lacks a-1"):
+        _columns(short, req.wanted, "node 1")
+
+
+def test_array_decoder_rejects_a_truncated_answer():
+    """An answer cut inside a partition entry is corrupt (ValueError), never read short."""
+    req = _request()
+    body = _answer_v7([("a", [_A0, _A1]), ("b", [_B5])])
+    with pytest.raises(ValueError):
+        req.header.get_response_class().decode(io.BytesIO(body[:20]))
+
+
+def test_offsets_table_handles_partition_errors_one_by_one(tmp_path):
+    """``KafkaWire.offsets_table`` over the socket fake: orders-1 answers NOT_LEADER_OR_FOLLOWER
+    once (a leader error: ``OffsetFetcherUtils.handleListOffsetResponse`` retries it after a
+    metadata refresh), orders-2 answers it on every try (unavailable after the second round, with
+    its error), orders-0 answers at once; a TOPIC_AUTHORIZATION_FAILED answer raises naming the
+    ACL (``Action.DENIED``) instead of being retried."""
+    from streaming.sources.kafka_client.results import DOWN, OK
+    from streaming.sources.kafka_wire import KafkaAuthorizationError
+
+    with FakeKafkaBroker(tmp_path, num_nodes=2) as broker:
+        broker.create_topic("orders", 3)
+        for p in range(3):
+            broker.append_batches("orders", p, encode_batch(0, p + 1, producer_id=7, producer_epoch=0,
+                                                            base_sequence=0, is_transactional=False))
+        broker.not_leader("orders", 1, count=1)
+        broker.inject_partition_error("orders", 2, "NOT_LEADER_OR_FOLLOWER", count=100, apis=("list_offsets",))
+        with KafkaWire(broker.bootstrap_servers, retries=1, retry_backoff_ms=10) as w:
+            t = w.offsets_table([("orders", [0, 1, 2])])
+            assert t.status.tolist() == [OK, OK, DOWN]
+            assert t.high_watermark[:2].tolist() == [1, 2] and t.log_start[:2].tolist() == [0, 0]
+            assert t.down == {("orders", 2): "NOT_LEADER_OR_FOLLOWER for orders-2"}
+            broker.clear_faults()
+            broker.inject_partition_error("orders", 0, "TOPIC_AUTHORIZATION_FAILED", apis=("list_offsets",))
+            with pytest.raises(KafkaAuthorizationError):
+                w.offsets_table([("orders", [0, 1, 2])])
+
+
+def test_slow_decoding_on_the_io_thread_does_not_count_against_a_broker_deadline(tmp_path, monkeypatch):
+    """``broker_timeout_ms`` bounds how long a *broker* takes to answer. The client decodes the
+    answers on its single IO thread; if that decoding ran inside each broker's wait, one slow
+    decode (here the first answer's decode holds the IO thread 3 s, longer than the 2 s
+    deadline, as decoding 200,000 partitions' answers did under load) would make brokers that
+    answered in time look stalled and their partitions unavailable. Both brokers answer at once,
+    so no partition may be reported unavailable and none asked twice."""
+    import time as _time
+
+    from streaming.sources.kafka_client import list_offsets_codec
+
+    original = list_offsets_codec.ListOffsetsDecoder.decode
+    calls = []
+
+    def slow_once(self, data):
+        calls.append(1)
+        if len(calls) == 1:
+            _time.sleep(3.0)  # the IO thread busy decoding, not a wait of the test
+        return original(self, data)
+
+    with FakeKafkaBroker(tmp_path, num_nodes=2) as broker:
+        broker.create_topic("orders", 4)
+        with KafkaWire(broker.bootstrap_servers, retries=1, retry_backoff_ms=10, broker_timeout_ms=2000) as w:
+            w.offsets_available([("orders", p) for p in range(4)])  # connections and metadata first
+            monkeypatch.setattr(list_offsets_codec.ListOffsetsDecoder, "decode", slow_once)
+            before = len(broker.requests_for("list_offsets"))
+            offs, down = w.offsets_available([("orders", p) for p in range(4)])
+            asked = len(broker.requests_for("list_offsets")) - before
+    assert down == {} and sorted(offs) == [("orders", p) for p in range(4)]
+    # two leaders, three requests each, answered once: no broker was taken for stalled and asked again
+    assert asked == 6 and len(calls) == 6

@@ -295,3 +295,106 @@ def test_plan_state_round_trips_through_the_offset_json():
                                                       "first_ts": None, "follow": 6}
     full = PlanState(parts=state.parts, planned=1)  # full read mode: no probe fields at all
     assert "probe" not in full.to_json() and PlanState.from_json(full.to_json()).probe is None
+
+
+def test_unchanged_partitions_keep_their_plan_entries_and_changed_ones_get_the_whole_logic(tmp_path, wires):
+    """Probe mode at scale (``KafkaPlanner._quiet``): a partition whose ListOffsets answer equals
+    what the last plan saw, and whose memo says nothing is due, keeps that plan's entries as
+    they are (the same objects: no per-partition work); one whose offsets changed goes through
+    the whole logic.
+
+    1. First plan: orders-0 probed at its LSO 0 (producer 7's open transaction), orders-1 has
+       nothing open (LSO = high watermark 2).
+    2. Nothing written: both keep their position, facts and memo objects, no Fetch, no row due.
+    3. Producer 9 opens a transaction on orders-1 at offset 2 (one batch, offsets 2..3): its high
+       watermark becomes 4 and its LSO 2 (``ProducerStateManager.firstUnstableOffset``), so it is
+       probed at 2 and its window [2, 4) read; orders-0 still keeps plan 1's objects."""
+    segs = orders_log(tmp_path / "logs")
+    with FakeKafkaBroker(tmp_path / "logs") as broker:
+        p = planner(broker, wires(broker), read_mode="probe", probe_follow_after_ms=NEVER)
+        s1 = p.plan(p.initial())
+        assert s1.cols is not None
+        mark = len(broker.requests)
+        s2 = p.plan(s1)
+        assert fetched(broker, mark) == []
+        for k in ("orders\t0", "orders\t1"):
+            assert s2.parts[k] is s1.parts[k] and s2.seen[k] is s1.seen[k]
+        assert s2.probe["orders\t0"] is s1.probe["orders\t0"]
+        assert s2.emit == [] and s2.reads == {} and s2.closes == {}
+
+        segs[1].write_bytes(segs[1].read_bytes() + encode_batch(2, 2, producer_id=9, producer_epoch=0,
+                                                                base_sequence=0, is_transactional=True,
+                                                                base_timestamp=NOW, max_timestamp=NOW))
+        mark = len(broker.requests)
+        s3 = p.plan(s2)
+        assert fetched(broker, mark) == [("orders", 1, 2)]
+        assert s3.seen["orders\t1"] == Seen(4, 2, 0, 1)
+        assert s3.probe["orders\t1"] == ProbeMemo(lso=2, end=4, pid=9, first=2, first_ts=NOW)
+        assert s3.reads == {"orders\t1": ProbeRead(2, 4, True)} and s3.emit == ["orders\t1"]
+        assert s3.parts["orders\t1"] == Position(4, False)
+        assert s3.parts["orders\t0"] is s1.parts["orders\t0"] and s3.probe["orders\t0"] is s1.probe["orders\t0"]
+        # the columns mirror the dicts, and the offset log's compact form reads back to the same plan
+        logged = PlanState.from_json(json.loads(json.dumps(s3.to_json())))
+        assert logged == s3 and logged.cols is not None and logged.cols.keys == s3.cols.keys
+        assert logged.cols.next.tolist() == s3.cols.next.tolist() == [1, 4]
+        assert logged.cols.lso.tolist() == s3.cols.lso.tolist() == [0, 2]
+
+
+def test_an_unchanged_partition_whose_transaction_grew_old_is_followed(tmp_path, wires):
+    """Offsets unchanged is not enough to skip a partition: its probed transaction becomes old
+    enough to be a finding (``probe_follow_after_ms``), so the plan reads it in full from its LSO
+    (``_probe_decide``: the same oldest open transaction, now followed) although no offset moved.
+    Producer 7's transaction on orders-0 started two hours ago (``OLD``); the option drops from
+    never to one second between the plans: the second plan follows orders-0 from its LSO 0 to its
+    high watermark 3 (a window: it starts at the LSO)."""
+    orders_log(tmp_path / "logs")
+    with FakeKafkaBroker(tmp_path / "logs") as broker:
+        p = planner(broker, wires(broker), read_mode="probe", probe_follow_after_ms=NEVER)
+        s1 = p.plan(p.initial())
+        assert s1.reads == {"orders\t0": ProbeRead(0, 1, True)}
+        p.opts["probe_follow_after_ms"] = 1000
+        s2 = p.plan(s1)
+        assert s2.reads == {"orders\t0": ProbeRead(0, 3, True)}
+        assert s2.probe["orders\t0"].follow == 3 and s2.parts["orders\t0"] == Position(3, False)
+
+
+def test_offset_json_written_before_the_columns_is_read():
+    """A checkpoint's offset log entry written before the compact form (``parts`` and ``seen`` as
+    one entry per partition, no ``cols``) reads into the same plan; the compact form of that
+    plan holds the bulk as per-topic arrays ``[partitions, next, from log start, hw, lso, log
+    start, leader]`` (-1 for an LSO or log start not given) and reads back to it."""
+    old = {"parts": {"orders\t0": [1, False], "orders\t1": [2, True], "x\t0": [5, False]}, "clock": 7, "planned": 7,
+           "ids": {}, "resets": {}, "unavail": {}, "dropped": {}, "gone": {}, "starts": {},
+           "seen": {"orders\t0": [3, 0, 0, 1], "orders\t1": [2, None, None, 2]}, "behind": {}, "rereads": {},
+           "unread_seen": -1, "lagging": [], "txn_n": 0,
+           "probe": {"orders\t0": {"lso": 0, "end": 1, "pid": 7, "first": 0, "first_ts": 5}}, "reads": {},
+           "closes": {}, "emit": []}
+    state = PlanState.from_json(old)
+    assert state.cols is None
+    assert state.parts == {"orders\t0": Position(1, False), "orders\t1": Position(2, True), "x\t0": Position(5, False)}
+    assert state.seen == {"orders\t0": Seen(3, 0, 0, 1), "orders\t1": Seen(2, None, None, 2)}
+    assert state.probe == {"orders\t0": ProbeMemo(0, 1, 7, 0, 5)}
+    from streaming.sources.kafka_plan_state import PlanColumns
+
+    cols = PlanColumns.of_keys([("orders", [0, 1]), ("x", [0])])
+    cols.fill(range(3), state.parts, state.seen)
+    state.cols = cols
+    js = json.loads(json.dumps(state.to_json()))
+    assert js["cols"] == {"orders": [[0, 1], [1, 2], [0, 1], [3, 2], [0, -1], [0, -1], [1, 2]]}
+    assert js["parts"] == {"x\t0": [5, False]} and js["seen"] == {}  # x-0 has no facts: kept as before
+    back = PlanState.from_json(js)
+    assert back == state and back.parts == state.parts and back.seen == state.seen
+
+
+def test_malformed_offset_columns_are_a_clear_error():
+    """An offset log entry whose ``cols`` arrays disagree in length (a damaged checkpoint) is
+    refused naming the topic, never read as a shorter plan; a partition in both ``cols`` and
+    ``parts`` is refused too (each partition has one place)."""
+    bad = {"parts": {}, "clock": 1, "planned": 1, "cols": {"orders": [[0, 1], [1], [0, 0], [3, 2], [0, 2], [0, 0],
+                                                                     [1, 1]]}}
+    with pytest.raises(ValueError, match="orders"):
+        PlanState.from_json(bad)
+    twice = {"parts": {"orders\t0": [1, False]}, "clock": 1, "planned": 1,
+             "cols": {"orders": [[0], [1], [0], [3], [0], [0], [1]]}}
+    with pytest.raises(ValueError, match="both in cols and in parts"):
+        PlanState.from_json(twice)

@@ -98,3 +98,29 @@ def test_a_kip219_throttle_is_honoured_above_the_transport(log_root):
         assert wire.fetch("orders", 0, 0, 1 << 20).ok  # waits out the throttle, then is answered
         assert wire.throttle_waits >= 1
     assert len(broker.requests_for("fetch")) == 2  # a throttle is not a failure: nothing re-sent
+
+
+def test_socket_transport_selector_cancels_timers_without_losing_or_firing_them():
+    """The socket transport's IO loop (``socket_transport._Selector``) drops a cancelled timer
+    lazily instead of re-heapifying all timers per cancellation (kafka-python's
+    ``NetworkSelector._unschedule``): every timer not cancelled still fires, in time order, and no
+    cancelled one fires, also once the cancelled ones are the majority and the heap is compacted."""
+    import time as _time
+
+    from streaming.sources.kafka_client.socket_transport import _Selector, _selector
+
+    net = _selector("test")
+    assert isinstance(net, _Selector)  # kafka-python 3.0's selector has the heap it expects
+    fired: list[int] = []
+    now = _time.monotonic()
+    tasks = {i: net.call_at(now + i / 1000, (lambda i=i: fired.append(i))) for i in range(200)}
+    cancelled = {i for i in range(200) if i % 3}  # two thirds: more than half, so the heap is compacted
+    for i in sorted(cancelled):
+        net.cancel(tasks[i])
+    deadline = _time.monotonic() + 10
+    while len(fired) < 200 - len(cancelled):
+        assert _time.monotonic() < deadline, fired
+        net.poll(timeout_ms=50)
+    net.poll(timeout_ms=0)
+    assert fired == [i for i in range(200) if i not in cancelled]
+    net.close()

@@ -75,18 +75,43 @@ async def per_node(net: Any, wait_for: Callable[[Any, float], Awaitable[Any]],
             out[node] = NodeDeadline(node, deadline_ms or 0, since)
             continue
         futures[node] = net.call_soon_with_future(job)
-    for node, fut in futures.items():
+    if deadline_ms is not None and futures:
+        # one timer for all nodes, not one per node: each timer the IO loop cancels costs a pass
+        # over all of its timers (kafka.net.selector ``_unschedule`` re-heapifies), which at
+        # 1,000 brokers made the waits themselves quadratic
         try:
-            if deadline_ms is None:
-                out[node] = await fut
-            else:
-                left = max(deadline_ms - (time.monotonic() - started) * 1000, 1)
-                out[node] = await wait_for(fut, left)
+            await wait_for(all_of(list(futures.values())), max(deadline_ms - (time.monotonic() - started) * 1000, 1))
+        except Exception:  # the deadline passed: each node's own state is looked at below
+            pass
+    for node, fut in futures.items():
+        if deadline_ms is not None and not fut.is_done:
+            if stalled is not None:
+                stalled.add(node, fut, started)
+            out[node] = NodeDeadline(node, deadline_ms)
+            continue
+        try:
+            out[node] = await fut
         except Exception as exc:
-            if not fut.is_done and deadline_ms is not None:
-                if stalled is not None:
-                    stalled.add(node, fut, started)
-                out[node] = NodeDeadline(node, deadline_ms)
-            else:
-                out[node] = exc
+            out[node] = exc
     return out
+
+
+def all_of(futures: list[Any]) -> Any:
+    """A ``kafka.future.Future`` that succeeds once every one of ``futures`` is done (whatever
+    their outcome)."""
+    from kafka.future import Future
+
+    done = Future()
+    left = [len(futures)]
+
+    def one(_: Any) -> None:
+        left[0] -= 1
+        if left[0] == 0 and not done.is_done:
+            done.success(None)
+
+    if not futures:
+        return done.success(None)
+    for f in futures:
+        f.add_callback(one)
+        f.add_errback(one)
+    return done

@@ -54,9 +54,10 @@ def input_partitions(start: PlanState, end: PlanState, groups_per_broker: int,
     ``groups_per_broker`` per broker), as Spark's ``partitions(start, end)``; more than
     ``max_groups`` groups (0: no bound) are dealt round-robin into ``max_groups``."""
     by_broker: dict[int, list[KafkaPartition]] = {}
+    lagging = set(end.lagging)
     for part in planned_ranges(start, end):
         k = tp_key(part.topic, part.partition)
-        part.lagging = k in end.lagging
+        part.lagging = k in lagging
         part.txn_partition_count = end.txn_n if part.topic == TXN_TOPIC else None
         facts = end.seen.get(k)
         if facts is not None and part.unavailable is None:
@@ -80,12 +81,21 @@ def planned_ranges(start: PlanState, end: PlanState) -> list[KafkaPartition]:
     probe = end.probe is not None
     emit = set(end.emit) if probe else set()
     txn_prefix = TXN_TOPIC + "\t"
-    for k, pos in end.parts.items():
-        if (probe and k not in end.unavail and k not in end.reads and k not in emit and k not in end.closes
-                and k not in end.resets and not k.startswith(txn_prefix)):
-            # probe mode, nothing changed there: no row at all (the driver keeps its last facts);
-            # decided before any per-partition work, as most of a large cluster's partitions are so
-            continue
+    keys = end.parts.keys()
+    if probe:
+        # probe mode, nothing changed there: no row at all (the driver keeps its last facts);
+        # decided before any per-partition work, as most of a large cluster's partitions are so
+        due = set(end.unavail) | set(end.reads) | emit | set(end.closes) | set(end.resets)
+        cols = end.cols
+        if cols is not None and len(keys) == int(cols.has_part.sum()):  # every partition is a row of cols
+            if TXN_TOPIC in cols.topics:
+                i = cols.topics.index(TXN_TOPIC)
+                due.update(cols.keys[int(cols.starts[i]):int(cols.starts[i + 1])])
+        else:
+            due.update(k for k in keys if k.startswith(txn_prefix))
+        keys = [k for k in keys if k in due]
+    for k in keys:
+        pos = end.parts[k]
         t, p = split_key(k)
         e, from_start = pos.next, pos.from_log_start
         s = start.parts.get(k)

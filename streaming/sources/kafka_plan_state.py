@@ -9,7 +9,10 @@ it had planned but not committed. So whatever the next plan needs, and whatever
 the driver knows is lost on restart. :class:`PlanState` is that dict as typed fields;
 :meth:`PlanState.to_json` / :meth:`PlanState.from_json` are the only places that know its JSON
 form (the keys are unchanged from the checkpoints written before this module existed, so running
-queries resume across the upgrade).
+queries resume across the upgrade). One key was added since: ``cols``, the bulk of ``parts`` and
+``seen`` as per-topic arrays (:class:`PlanColumns`), written by plans that have them (probe mode);
+``parts`` / ``seen`` then hold only what the arrays do not, and an entry without ``cols`` reads as
+before. Every entry is complete on its own (Spark restarts from the last one alone).
 
 Fields carried from plan to plan (they survive a restart because the next plan needs them):
 
@@ -43,6 +46,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 
 @dataclass(slots=True)
@@ -146,6 +151,170 @@ class ProbeRead:
         return cls(v[0], v[1], v[2], v[3] if len(v) > 3 else None)
 
 
+#: Offsets of the compact ``cols`` form (see :class:`PlanColumns`), per topic.
+_COL_NAMES = ("p", "next", "fls", "hw", "lso", "ls", "leader")
+
+
+class PlanColumns:
+    """``parts`` and ``seen`` of a plan as arrays, one row per partition of ``keys`` (the
+    partitions the plan's discovery listed, grouped by topic: ``topics[i]`` holds rows
+    ``starts[i]:starts[i + 1]``).
+
+    Why: at 200,000 partitions a plan that touches the few partitions whose offsets changed
+    must not build, compare or serialise an object per partition (bench/cluster_scale.py). The
+    planner compares the new ListOffsets arrays with these, runs its per-partition logic only on
+    the rows that differ (kafka_planner.py), and writes the offset log's bulk from them.
+
+    The dicts stay the plan's truth: a row mirrors ``parts[k]`` (``next``, ``fls``; ``has_part``)
+    and ``seen[k]`` (``hw``, ``lso``, ``ls``, ``leader``, -1 for an LSO or log start the broker did
+    not give; ``has_seen``). The planner builds them together and nothing changes a
+    :class:`PlanState` after it is planned; :meth:`PlanState.to_json` checks the counts."""
+
+    __slots__ = ("keys", "topics", "starts", "partition", "next", "fls", "has_part", "hw", "lso", "ls", "leader",
+                 "has_seen", "_index", "_key_set", "_topic_of")
+
+    def __init__(self, topics: list[str], starts: np.ndarray, partition: np.ndarray, keys: list[str] | None = None
+                 ) -> None:
+        n = len(partition)
+        self.topics, self.starts, self.partition = topics, starts, partition
+        self.keys = keys if keys is not None else [
+            f"{t}\t{p}" for t, ps in zip(topics, np.split(partition, starts[1:-1]), strict=True) for p in ps.tolist()]
+        self.next = np.full(n, -1, dtype=np.int64)
+        self.fls = np.zeros(n, dtype=bool)
+        self.has_part = np.zeros(n, dtype=bool)
+        self.hw = np.full(n, -1, dtype=np.int64)
+        self.lso = np.full(n, -1, dtype=np.int64)
+        self.ls = np.full(n, -1, dtype=np.int64)
+        self.leader = np.full(n, -1, dtype=np.int64)
+        self.has_seen = np.zeros(n, dtype=bool)
+        self._index: dict[str, int] | None = None
+        self._key_set: set[str] | None = None
+        self._topic_of: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.partition)
+
+    @property
+    def topic_of(self) -> np.ndarray:
+        """Per row, the index of its topic in :attr:`topics`."""
+        if self._topic_of is None:
+            self._topic_of = np.repeat(np.arange(len(self.topics)), np.diff(self.starts))
+        return self._topic_of
+
+    def asked(self, rows: np.ndarray | None = None) -> list[tuple[str, np.ndarray]]:
+        """``[(topic, partitions)]`` of all rows, or of ``rows`` (ascending)."""
+        if rows is None:
+            return [(t, self.partition[int(self.starts[i]):int(self.starts[i + 1])]) for i, t in enumerate(self.topics)]
+        topic_of = self.topic_of[rows]
+        cuts = np.flatnonzero(np.diff(topic_of)) + 1
+        return [(self.topics[int(topic_of[seg[0]])], self.partition[rows[seg]])
+                for seg in np.split(np.arange(len(rows)), cuts) if len(seg)]
+
+    def tps(self) -> list[tuple[str, int]]:
+        return [(t, p) for t, ps in self.asked() for p in ps.tolist()]
+
+    def count(self, topic: str) -> int:
+        """How many rows ``topic`` has."""
+        if topic not in self.topics:
+            return 0
+        i = self.topics.index(topic)
+        return int(self.starts[i + 1] - self.starts[i])
+
+    @classmethod
+    def of_keys(cls, found: list[tuple[str, list[int]]]) -> PlanColumns:
+        """Empty columns for ``[(topic, sorted partitions)]``."""
+        parts = [np.asarray(ps, dtype=np.int64) for _, ps in found]
+        starts = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in parts], out=starts[1:])
+        return cls([t for t, _ in found], starts, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+
+    def same_rows(self, other: PlanColumns) -> bool:
+        """Whether both have the same partitions in the same order."""
+        return self.keys is other.keys or (self.topics == other.topics and np.array_equal(self.starts, other.starts)
+                                           and np.array_equal(self.partition, other.partition))
+
+    def like(self) -> PlanColumns:
+        """Empty columns over the same rows (sharing the key list)."""
+        out = PlanColumns(self.topics, self.starts, self.partition, self.keys)
+        out._index, out._key_set, out._topic_of = self.index, self.key_set, self.topic_of
+        return out
+
+    def copy_values(self, other: PlanColumns) -> None:
+        for f in ("next", "fls", "has_part", "hw", "lso", "ls", "leader", "has_seen"):
+            setattr(self, f, getattr(other, f).copy())
+
+    @property
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self.keys)}
+        return self._index
+
+    @property
+    def key_set(self) -> set[str]:
+        if self._key_set is None:
+            self._key_set = set(self.keys)
+        return self._key_set
+
+    def fill(self, rows: Any, parts: dict[str, Position], seen: dict[str, Seen]) -> None:
+        """Rows ``rows`` set from the dicts (the rows whose entries the plan may have changed)."""
+        keys = self.keys
+        for r in rows:
+            k = keys[r]
+            pos = parts.get(k)
+            if pos is None:
+                self.has_part[r] = False
+            else:
+                self.has_part[r], self.next[r], self.fls[r] = True, pos.next, bool(pos.from_log_start)
+            f = seen.get(k)
+            if f is None:
+                self.has_seen[r] = False
+            else:
+                self.has_seen[r] = True
+                self.hw[r], self.leader[r] = f.high_watermark, f.leader
+                self.lso[r] = -1 if f.lso is None else f.lso
+                self.ls[r] = -1 if f.log_start is None else f.log_start
+
+    def to_json(self) -> tuple[dict[str, list[list[int]]], int]:
+        """The compact form: ``{topic: [partitions, next, from log start (0/1), hw, lso, log start,
+        leader]}`` of the rows with both a position and facts (-1: LSO or log start not given),
+        and how many rows that is."""
+        both = self.has_part & self.has_seen
+        out: dict[str, list[list[int]]] = {}
+        cols = (self.partition, self.next, self.fls.astype(np.int8), self.hw, self.lso, self.ls, self.leader)
+        for i, t in enumerate(self.topics):
+            lo, hi = int(self.starts[i]), int(self.starts[i + 1])
+            m = both[lo:hi]
+            if m.all():
+                out[t] = [c[lo:hi].tolist() for c in cols]
+            elif m.any():
+                out[t] = [c[lo:hi][m].tolist() for c in cols]
+        return out, int(both.sum())
+
+    @classmethod
+    def from_json(cls, d: dict[str, list[list[int]]]) -> tuple[PlanColumns, dict[str, Position], dict[str, Seen]]:
+        """Columns, parts and seen of a compact form (:meth:`to_json`)."""
+        found = [(t, v[0]) for t, v in d.items()]
+        cols = cls.of_keys(found)
+        parts: dict[str, Position] = {}
+        seen: dict[str, Seen] = {}
+        keys = cols.keys
+        r = 0
+        for t, v in d.items():
+            if len(v) != len(_COL_NAMES) or len({len(c) for c in v}) != 1:
+                raise ValueError(f"offsets: cols of topic {t!r} are not {len(_COL_NAMES)} arrays of one length")
+            lo = r
+            r += len(v[0])
+            cols.next[lo:r], cols.fls[lo:r] = v[1], v[2]
+            cols.hw[lo:r], cols.lso[lo:r], cols.ls[lo:r], cols.leader[lo:r] = v[3], v[4], v[5], v[6]
+            for j, (nxt, fls, hw, lso, ls, leader) in enumerate(zip(*v[1:], strict=True)):
+                k = keys[lo + j]
+                parts[k] = Position(nxt, bool(fls))
+                seen[k] = Seen(hw, None if lso < 0 else lso, None if ls < 0 else ls, leader)
+        cols.has_part[:] = True
+        cols.has_seen[:] = True
+        return cols, parts, seen
+
+
 def _map(d: dict | None, f: Any) -> dict:
     return {k: f(v) for k, v in (d or {}).items()}
 
@@ -181,6 +350,8 @@ class PlanState:
     reads: dict[str, ProbeRead] = field(default_factory=dict)
     closes: dict[str, list[list[int]]] = field(default_factory=dict)
     emit: list[str] = field(default_factory=list)
+    # driver memory: parts and seen as arrays (PlanColumns), when the planner built them
+    cols: PlanColumns | None = field(default=None, compare=False, repr=False)
 
     @property
     def initial(self) -> bool:
@@ -188,15 +359,32 @@ class PlanState:
 
     def to_json(self) -> dict[str, Any]:
         """The offsets dict Spark writes to its offset log."""
-        out: dict[str, Any] = {"parts": {k: [v.next, v.from_log_start] for k, v in self.parts.items()},
+        parts, seen = self.parts, self.seen
+        compact = None
+        if self.cols is not None and not self.initial:
+            # The bulk as per-topic arrays ("cols"), whole in every entry: Spark restarts from the
+            # last offset log entry alone. Entries the arrays do not hold (a partition with a
+            # position and no facts, or one no longer listed) stay in "parts"/"seen".
+            compact, n = self.cols.to_json()
+            if n != len(parts) or n != len(seen):
+                covered = {k for k, both in zip(self.cols.keys, (self.cols.has_part & self.cols.has_seen).tolist(),
+                                                strict=True) if both}
+                parts = {k: v for k, v in parts.items() if k not in covered}
+                seen = {k: v for k, v in seen.items() if k not in covered}
+            else:
+                parts, seen = {}, {}
+        out: dict[str, Any] = {"parts": {k: [v.next, v.from_log_start] for k, v in parts.items()},
                                "clock": self.clock}
+        if compact is not None:
+            out["cols"] = compact
         if self.initial:
             out["unavail"] = _out(self.unavail)
             return out
         out.update({"planned": self.planned, "ids": dict(self.ids), "resets": _out(self.resets),
                     "unavail": _out(self.unavail), "dropped": dict(self.dropped), "gone": dict(self.gone),
                     "starts": dict(self.starts),
-                    "seen": {k: [v.high_watermark, v.lso, v.log_start, v.leader] for k, v in self.seen.items()}, "behind": dict(self.behind),
+                    "seen": {k: [v.high_watermark, v.lso, v.log_start, v.leader] for k, v in seen.items()},
+                    "behind": dict(self.behind),
                     "rereads": dict(self.rereads), "unread_seen": self.unread_seen, "lagging": list(self.lagging),
                     "txn_n": self.txn_n})
         if self.probe is not None:
@@ -208,11 +396,20 @@ class PlanState:
     def from_json(cls, d: dict[str, Any]) -> PlanState:
         """Read an offsets dict back (from Spark, or from a checkpoint written by an earlier
         version: a missing key is an empty field)."""
+        parts = {k: Position(v[0], v[1]) for k, v in (d.get("parts") or {}).items()}
+        seen = {k: Seen(*v) for k, v in (d.get("seen") or {}).items()}
+        cols = None
+        if d.get("cols"):  # the compact bulk (to_json); "parts"/"seen" hold the rest
+            cols, more_parts, more_seen = PlanColumns.from_json(d["cols"])
+            if (set(more_parts) & set(parts)) or (set(more_seen) & set(seen)):
+                raise ValueError("offsets: a partition is both in cols and in parts/seen")
+            parts.update(more_parts)
+            seen.update(more_seen)
         return cls(
             # parts and seen hold one entry per partition: built inline (hundreds of thousands)
-            parts={k: Position(v[0], v[1]) for k, v in (d.get("parts") or {}).items()}, clock=d.get("clock", -1),
+            parts=parts, clock=d.get("clock", -1), cols=cols,
             unavail=_map(d.get("unavail"), PartitionDown.from_json), ids=dict(d.get("ids") or {}),
-            gone=dict(d.get("gone") or {}), seen={k: Seen(*v) for k, v in (d.get("seen") or {}).items()},
+            gone=dict(d.get("gone") or {}), seen=seen,
             behind=dict(d.get("behind") or {}), unread_seen=d.get("unread_seen", -1),
             probe=_map(d["probe"], ProbeMemo.from_json) if "probe" in d else None,
             planned=d.get("planned"), resets=_map(d.get("resets"), Reset.from_json),

@@ -29,11 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from streaming.sources.kafka_client.results import DELETED, OK, OffsetsTable
 from streaming.sources.kafka_clients import client_for
 from streaming.sources.kafka_options import OFFSETS_TOPIC, TXN_TOPIC, split_key, tp_key
 from streaming.sources.kafka_plan_state import (
     ClusterAvailability,
     PartitionDown,
+    PlanColumns,
     PlanState,
     Position,
     ProbeMemo,
@@ -112,6 +114,7 @@ class KafkaPlanner:
         self._no_txn_topic_logged = False
         self._listed_all: dict[str, list[int]] | None = None  # this discovery's all-topics listing
         self._offsets_readable: bool | None = None  # Read on __consumer_offsets, checked once
+        self._found: tuple[list, PlanColumns] | None = None  # the last discovery and its rows
 
     def wire(self) -> KafkaWire:
         return self._given_wire if self._given_wire is not None else client_for(self.opts)
@@ -124,7 +127,7 @@ class KafkaPlanner:
         while True:
             now = int(time.time() * 1000)
             try:
-                tps = self._discover()
+                tps = self._discover().tps()
                 offs, down = self.wire().offsets_available(tps)
                 break
             except KafkaUnavailable as exc:
@@ -162,44 +165,139 @@ class KafkaPlanner:
     def plan(self, start: PlanState) -> PlanState:
         """The next plan after ``start``. When no broker answers, a plan with every partition
         unavailable (:meth:`_all_unavailable`), until ``unavailable_timeout_ms`` has passed (then
-        raises)."""
+        raises).
+
+        Probe mode at scale: the ListOffsets answers are arrays (``KafkaWire.offsets_table``),
+        compared with ``start``'s (:class:`PlanColumns`); a partition whose answer and state
+        make every per-partition step a no-op (:meth:`_quiet`) keeps ``start``'s entries as they
+        are, and only the others go through stages 3 to 5."""
         now = int(time.time() * 1000)
         was_down = start.unavail
+        probe = self.opts["read_mode"] == "probe"
         try:
-            tps = self._discover()  # stage 1: metadata
+            found = self._discover()  # stage 1: metadata
             # stage 2: ListOffsets; partitions still in their backoff are not asked this trigger
-            ask = [tp for tp in tps if (d := was_down.get(tp_key(*tp))) is None or d.retry_at <= now]
-            offs, down = self._offsets_settled(ask, start.parts, start.ids)
+            wait = [r for k, d in was_down.items() if d.retry_at > now and (r := found.index.get(k)) is not None]
+            table, trow = self._offsets_settled(found, wait, start)
         except KafkaUnavailable as exc:
             self._cluster_down(exc, now)
             return self._all_unavailable(start, now)
         self.cluster.up()
-        if down:
-            self._ride_through(offs, down)
-        end = PlanState(parts={k: Position(v.next, v.from_log_start) for k, v in start.parts.items()},
+        if table.down:
+            self._ride_through(table)
+        end = PlanState(parts=dict(start.parts),  # Position is never changed in place: shared
                         clock=max(start.clock, now), ids=dict(start.ids), gone=dict(start.gone),
                         behind=dict(start.behind), planned=now,
-                        probe=dict(start.probe or {}) if self.opts["read_mode"] == "probe" else None)
-        end.dropped = self._drop_deleted(tps, offs, end.parts, start.ids, end.gone)
+                        probe=dict(start.probe or {}) if probe else None)
+        # where earlier reads stopped short (kafka_unread.py): read again from there
+        fresh, end.unread_seen = unread_since(self.opts["unread_ledger"], start.unread_seen)
+        for k, off in fresh.items():
+            end.behind[k] = min(off, end.behind.get(k, off))
+        quiet = self._quiet(found, table, trow, start, end, now)
+        rows = np.flatnonzero(~quiet)
+        keys = found.keys
+        tps = [split_key(keys[r]) for r in rows.tolist()]
+        offs = {}
+        for r, tp in zip(rows.tolist(), tps, strict=True):
+            i = int(trow[r])
+            if i >= 0 and table.status[i] in (OK, DELETED):
+                offs[tp] = table.row(i)
+        down = table.down
+        # seen: the quiet partitions' facts as they were; the others' are set again by _carry
+        end.seen = dict(start.seen)
+        for r in rows.tolist():
+            end.seen.pop(keys[r], None)
+        if len(end.seen) > int(quiet.sum()):  # partitions no longer listed
+            for k in list(end.seen.keys() - found.key_set):
+                del end.seen[k]
+        end.dropped = self._drop_deleted(found, offs, end.parts, start.ids, end.gone)
         probe_todo = self._carry(start, end, tps, offs, down, now)  # stage 3: no request
         for k in end.resets:
             end.gone.pop(split_key(k)[0], None)
-        end.txn_n = sum(1 for t, _ in tps if t == TXN_TOPIC)
+        end.txn_n = found.count(TXN_TOPIC)
         if end.probe is not None:
             self._probe_stalled = {}
-            known = {tp_key(*tp) for tp in tps}
+            known = found.key_set
             end.probe = {k: m for k, m in end.probe.items() if k in known}  # unavailable ones keep theirs
             need = self._probe_decide(probe_todo, start, end, now)  # stage 4: which LSOs to fetch
-            found = self._probe_fetch([(t, p, lso) for t, p, _, lso, _ in need])  # stage 4: Fetch at them
-            self._probe_fold(need, found, end, now)  # stage 5: planning
+            found_at = self._probe_fetch([(t, p, lso) for t, p, _, lso, _ in need])  # stage 4: Fetch at them
+            self._probe_fold(need, found_at, end, now)  # stage 5: planning
             for k, error in self._probe_stalled.items():  # not read this trigger: availability records
                 end.unavail[k] = self._still_down(was_down.get(k), error, now)
+            end.cols = self._columns(found, start, end, rows)
         return end
+
+    def _quiet(self, found: PlanColumns, table: OffsetsTable, trow: np.ndarray, start: PlanState, end: PlanState,
+               now: int) -> np.ndarray:
+        """Per row of ``found``: whether stages 3 to 5 would leave the partition exactly as
+        ``start`` has it (its position, facts and probe memo the same objects, no read, close,
+        reset, emit or availability record), so that they are skipped for it.
+
+        That is the case, in probe mode, for a data partition answered now with the same high
+        watermark, LSO, log start, leader and topic id as ``start`` saw, not read up to beyond
+        its high watermark (no reset, ``plan_reset``), neither down before (``start.unavail``) nor
+        with an unread rest (``end.behind``), and either
+        * without a probe memo, nothing open (LSO at the high watermark) and its position already
+          at the high watermark, not from the log start (``_probe_decide``: ``Position(hw, False)``), or
+        * with a memo of this LSO that found a window (``end``), not followed, whose transaction
+          is not yet ``probe_follow_after_ms`` old (``_probe_decide``: "the same oldest open
+          transaction as last time: nothing to fetch").
+        Anything else (and everything in full read mode, or without ``start``'s columns over the
+        same partitions) takes the whole path."""
+        n = len(found)
+        sc = start.cols
+        if end.probe is None or sc is None or not sc.same_rows(found):
+            return np.zeros(n, dtype=bool)
+        asked = trow >= 0
+        tr = np.where(asked, trow, 0)
+        if not len(table):
+            return np.zeros(n, dtype=bool)
+        hw, lso, ls = table.high_watermark[tr], table.lso[tr], table.log_start[tr]
+        q = (asked & (table.status[tr] == OK) & sc.has_part & sc.has_seen & (hw == sc.hw) & (lso == sc.lso)
+             & (ls == sc.ls) & (table.leader[tr] == sc.leader) & (sc.next <= hw))
+        # the same topic id as start knew (None and None included): plan_reset and ids unchanged
+        old = np.asarray([table._id_index.get(start.ids[t], -3) if start.ids.get(t) else -1 for t in found.topics]
+                         or [-1], dtype=np.int64)
+        q &= table.id_of[tr] == old[found.topic_of]
+        for i, t in enumerate(found.topics):
+            if t == TXN_TOPIC:  # replayed in full: always the whole path
+                q[int(found.starts[i]):int(found.starts[i + 1])] = False
+        index = found.index
+        for k in list(start.unavail) + list(end.behind):
+            r = index.get(k)
+            if r is not None:
+                q[r] = False
+        lso_now = np.where((lso >= 0) & (lso <= hw), lso, hw)  # as _probe_decide: LSO unknown = hw
+        has_memo = np.zeros(n, dtype=bool)
+        follow_after = self.opts["probe_follow_after_ms"]
+        ql, lso_l, hw_l = q.tolist(), lso_now.tolist(), hw.tolist()
+        for k, m in end.probe.items():
+            r = index.get(k)
+            if r is None:
+                continue
+            has_memo[r] = True
+            if ql[r] and not (m.follow is None and m.end is not None and m.lso == lso_l[r] and lso_l[r] < hw_l[r]
+                              and (m.first_ts is None or now - m.first_ts < follow_after)):
+                q[r] = False
+        q &= has_memo | ((lso_now >= hw) & (sc.next == hw) & ~sc.fls)
+        return q
+
+    def _columns(self, found: PlanColumns, start: PlanState, end: PlanState, rows: np.ndarray) -> PlanColumns:
+        """``end``'s parts and seen as columns over ``found``'s partitions: ``start``'s rows
+        where stages 3-5 were skipped, the others read back from ``end``'s dicts."""
+        cols = found.like()
+        if start.cols is not None and start.cols.same_rows(found):
+            cols.copy_values(start.cols)
+            cols.fill(rows.tolist(), end.parts, end.seen)
+        else:
+            cols.fill(range(len(found)), end.parts, end.seen)
+        return cols
 
     def _carry(self, start: PlanState, end: PlanState, tps: list[tuple[str, int]], offs: dict, down: dict,
                now: int) -> list[ProbeTodo]:
         """Stage 3: availability, unread ranges, resets and each partition's position; full mode's
-        ends. Returns the data partitions left to the probe stages (probe mode)."""
+        ends (for ``tps``: the partitions :meth:`_quiet` did not set aside). Returns the data
+        partitions left to the probe stages (probe mode)."""
         was_down = start.unavail
         for tp in tps:
             k = tp_key(*tp)
@@ -207,10 +305,6 @@ class KafkaPlanner:
                 end.unavail[k] = self._still_down(was_down.get(k), down[tp], now)
             elif k in was_down and tp not in offs:
                 end.unavail[k] = was_down[k]  # in backoff: not asked
-        # where earlier reads stopped short (kafka_unread.py): read again from there
-        fresh, end.unread_seen = unread_since(self.opts["unread_ledger"], start.unread_seen)
-        for k, off in fresh.items():
-            end.behind[k] = min(off, end.behind.get(k, off))
         explicit = self._explicit()
         probe = end.probe is not None
         parts = end.parts
@@ -276,7 +370,10 @@ class KafkaPlanner:
 
     # -- stage 1: metadata ----------------------------------------------------------------------
 
-    def _discover(self) -> list[tuple[str, int]]:
+    def _discover(self) -> PlanColumns:
+        """The partitions watched (``__transaction_state`` included), as the rows of empty
+        :class:`PlanColumns` sorted by topic and partition; the same object while discovery
+        finds the same partitions, so that plans can compare their columns row by row."""
         w = self.wire()
         found = w.partitions(self.opts["topics"] or None, self.opts["pattern"], self.opts["include_internal"])
         if self.opts["topics"] and self.opts["pattern"]:
@@ -284,7 +381,10 @@ class KafkaPlanner:
         found.update(self._txn_partitions(w))
         if self.opts["watch_consumer_offsets"] and OFFSETS_TOPIC not in found:
             found.update(self._offsets_partitions(w))
-        return sorted((t, p) for t, ps in found.items() for p in ps)
+        listing = [(t, sorted(set(found[t]))) for t in sorted(found) if found[t]]
+        if self._found is None or self._found[0] != listing:
+            self._found = (listing, PlanColumns.of_keys(listing))
+        return self._found[1]
 
     def _offsets_partitions(self, w: KafkaWire) -> dict[str, list[int]]:
         """``__consumer_offsets``'s partitions, watched like data partitions (issue 25 item 1): an
@@ -349,44 +449,64 @@ class KafkaPlanner:
 
     # -- stage 2: ListOffsets -------------------------------------------------------------------
 
-    def _offsets_settled(self, tps: list[tuple[str, int]], parts: dict[str, Position],
-                         ids: dict[str, str]) -> tuple[dict, dict]:
-        """Offsets of ``tps``; where a high watermark is below what was already read (and the
-        topic id does not already prove a new topic) it is asked again, with backoff, up to
-        ``empty_fetch_retries`` times: a new leader reports a lower high watermark until its
-        followers' fetches tell it the old one (seconds at most), a truncated log stays lower."""
+    def _offsets_settled(self, found: PlanColumns, wait: list[int], start: PlanState
+                         ) -> tuple[OffsetsTable, np.ndarray]:
+        """Offsets of ``found``'s partitions but the rows ``wait`` (in their backoff), as a table
+        and, per row of ``found``, its row in the table (-1: not asked). Where a high watermark is
+        below what was already read (and the topic id does not already prove a new topic) it is
+        asked again, with backoff, up to ``empty_fetch_retries`` times: a new leader reports a
+        lower high watermark until its followers' fetches tell it the old one (seconds at most),
+        a truncated log stays lower."""
         w = self.wire()
-        offs, down = w.offsets_available(tps)
+        n = len(found)
+        if wait:
+            keep = np.ones(n, dtype=bool)
+            keep[wait] = False
+            rows = np.flatnonzero(keep)
+            trow = np.full(n, -1, dtype=np.int64)
+            trow[rows] = np.arange(len(rows))
+            table = w.offsets_table(found.asked(rows))
+        else:
+            rows = trow = np.arange(n)
+            table = w.offsets_table(found.asked())
+        # the position each asked partition was read up to (-1: none yet)
+        sc = start.cols
+        if sc is not None and sc.same_rows(found):
+            nxt = np.where(sc.has_part[rows], sc.next[rows], -1)
+        else:
+            keys = found.keys
+            nxt = np.asarray([(pos.next if (pos := start.parts.get(keys[r])) is not None else -1)
+                              for r in rows.tolist()] or [0], dtype=np.int64)[:len(rows)]
+        ids = start.ids
+        old = np.asarray([table._id_index.get(ids[t], -3) if ids.get(t) else -1 for t in table.topics] or [-1],
+                         dtype=np.int64)[table.topic_of]
+        recreated = (old != -1) & (table.id_of >= 0) & (table.id_of != old)
         for attempt in range(1, self.opts["empty_fetch_retries"] + 1):
-            behind = [tp for tp, o in offs.items() if not o.deleted and tp_key(*tp) in parts
-                      and o.high_watermark < parts[tp_key(*tp)].next
-                      and not (ids.get(tp[0]) and o.topic_id and ids[tp[0]] != o.topic_id)]
-            if not behind:
+            behind = np.flatnonzero((table.status == OK) & (table.high_watermark < nxt) & ~recreated)
+            if not len(behind):
                 break
             time.sleep(min(self.opts["retry_backoff_ms"] * 2 ** (attempt - 1), 5000) / 1000)
-            more, still = w.offsets_available(behind)
-            offs.update(more)
-            down.update(still)
-            for tp in still:
-                offs.pop(tp, None)
-        return offs, down
+            more, still = w.offsets_available([table.tp(r) for r in behind.tolist()])
+            table.merge(more, still)
+            recreated[behind] = [bool(ids.get(t) and o.topic_id and ids[t] != o.topic_id)
+                                 if (o := more.get((t, p))) is not None else False
+                                 for t, p in (table.tp(r) for r in behind.tolist())]
+        return table, trow
 
-    def _ride_through(self, offs: dict, down: dict) -> None:
+    def _ride_through(self, table: OffsetsTable) -> None:
         """``run --once``: wait (bounded by ``ride_through_ms``) for unavailable partitions to
         come back, so a short leader election does not leave a partition unread."""
         budget = self.opts["ride_through_ms"]
         deadline = time.monotonic() + budget / 1000
         delay = self.opts["retry_backoff_ms"] / 1000
         w = self.wire()
-        while down and budget and time.monotonic() < deadline:
+        while table.down and budget and time.monotonic() < deadline:
             time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
             delay = min(delay * 2, 5.0)
-            more, still = w.offsets_available(list(down))
-            offs.update(more)
-            down.clear()
-            down.update(still)
+            more, still = w.offsets_available(list(table.down))
+            table.merge(more, still)
 
-    def _drop_deleted(self, tps: list[tuple[str, int]], offs: dict, parts: dict[str, Position],
+    def _drop_deleted(self, found: PlanColumns, offs: dict, parts: dict[str, Position],
                       known_ids: dict[str, str], gone: dict[str, str | None]) -> dict[str, str]:
         """Partitions planned before whose topic the brokers now confirm deleted: removed from
         ``parts`` (never planned again) and returned as ``{key: reason}`` for one ``unavailable``
@@ -398,8 +518,8 @@ class KafkaPlanner:
         may lag, ``KafkaApis.handleTopicMetadataRequest`` answers from it): a partition missing
         from discovery is asked once through ListOffsets, which does that confirmation.
         """
-        listed = set(tps)
-        vanished = [tp for tp in map(split_key, parts) if tp not in listed]
+        listed = found.key_set
+        vanished = [split_key(k) for k in parts if k not in listed]
         confirmed = dict(offs)
         if vanished:
             more, _ = self.wire().offsets_available(vanished)
@@ -491,8 +611,10 @@ class KafkaPlanner:
             else:
                 end.reads[k] = ProbeRead(lso, stop, True, note)
                 end.parts[k] = Position(stop, False)
+        emitted = set(end.emit)  # a set: the first plan emits every partition (a list scan each was quadratic)
         for k in list(end.reads) + list(end.closes):
-            if k not in end.emit:
+            if k not in emitted:
+                emitted.add(k)
                 end.emit.append(k)
 
     def _probe_fetch(self, items: list[tuple[str, int, int]]) -> list[tuple[Any, ...] | None]:

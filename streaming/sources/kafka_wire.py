@@ -67,6 +67,7 @@ from streaming.sources.kafka_client.results import (
     READ_UNCOMMITTED,
     FetchResult,
     FetchStatus,
+    OffsetsTable,
     PartitionOffsets,
 )
 from streaming.sources.kafka_client.socket_transport import PASSTHROUGH
@@ -262,6 +263,13 @@ class KafkaWire(ClientCore):
         if not wanted:
             return {}, {}
         return self._run(list_offsets_api.offsets, self, wanted, True)
+
+    def offsets_table(self, asked: list[tuple[str, Any]]) -> OffsetsTable:
+        """:meth:`offsets_available` for ``[(topic, partitions)]`` (topics distinct), as arrays:
+        an :class:`~streaming.sources.kafka_client.results.OffsetsTable` with one row per
+        partition in the order asked (``down`` holds the unavailable ones and their errors).
+        What the planner uses: no object per partition."""
+        return self._run(list_offsets_api.table, self, [(str(t), ps) for t, ps in asked], True)
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int, *, max_wait_ms: int = 0,
               min_bytes: int = 1) -> FetchResult:

@@ -43,7 +43,7 @@ from kafka.protocol.broker_version_data import BrokerVersionData
 from streaming.sources.kafka_client.errors import KafkaAuthorizationError, KafkaWireError, describe
 from streaming.sources.kafka_client.metadata_cache import MetadataCache
 from streaming.sources.kafka_client.transport import NodeId, Transport, TransportFactory, WireRequest
-from streaming.sources.kafka_parallel import StalledNodes
+from streaming.sources.kafka_parallel import StalledNodes, all_of
 from streaming.sources.kafka_security import authorization_message, principal_of
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,39 @@ class ClientCore:
 
     async def _await(self, pending: Pending) -> Any:
         """The decoded answer of a :meth:`_send_nowait` request."""
-        body = await self._transport.wait_for(pending.future, self._safety_ms())
+        return self._decode(pending, await self._await_body(pending))
+
+    async def _await_body(self, pending: Pending) -> bytes:
+        """The undecoded answer body of a :meth:`_send_nowait` request: a caller waiting on many
+        brokers under one deadline decodes after the wait (:meth:`_decode`), so that the time
+        its own decoding takes on the IO thread never counts against a broker's deadline."""
+        return await self._transport.wait_for(pending.future, self._safety_ms())
+
+    async def _await_bodies(self, pendings: list[Any]) -> list[Any]:
+        """:meth:`_await_body` of several requests (exceptions in ``pendings`` stay in their
+        places) under one safety timer instead of one per request (every timer costs the IO loop
+        a pass over all of its timers when it is cancelled): ``(pending, body)`` per request, or
+        its exception."""
+        futures = [p.future for p in pendings if isinstance(p, Pending)]
+        if futures:
+            try:
+                await self._transport.wait_for(all_of(futures), self._safety_ms())
+            except Exception:  # the safety net passed: the requests not done time out below
+                pass
+        out: list[Any] = []
+        for p in pendings:
+            if not isinstance(p, Pending):
+                out.append(p)
+            elif not p.future.is_done:
+                out.append(Errors.KafkaTimeoutError(f"Timed out after {self._safety_ms()} ms"))
+            elif p.future.exception is not None:
+                out.append(p.future.exception)
+            else:
+                out.append((p, p.future.value))
+        return out
+
+    def _decode(self, pending: Pending, body: bytes) -> Any:
+        """Decode ``body``, the answer of ``pending`` (and note its KIP-219 throttle)."""
         try:
             response = pending.decoder.decode(body)
         except (ValueError, struct.error) as exc:

@@ -238,16 +238,22 @@ async def fetch_many(core: ClientCore, wanted: list[tuple[str, int, int]], max_b
 
     def job(leader: int):
         async def send():
-            return await core._send(leader, requests[leader])
+            pending = await core._send_nowait(leader, requests[leader])
+            return pending, await core._await_body(pending)
         return send
 
-    # every leader at once, each on its own deadline (kafka_parallel.per_node)
+    # every leader at once, each on its own deadline (kafka_parallel.per_node); answers are
+    # decoded after the wait, so that decoding never counts against another broker's deadline
     answers = await per_node(core._transport, core._transport.wait_for, {leader: job(leader) for leader in requests},
                              core._config["broker_timeout_ms"], core._stalled)
     out: dict[TopicPartition, FetchResult] = {}
-    for leader, response in answers.items():
+    for leader, got in answers.items():
         request, its = requests[leader], by_leader[leader]
-        if isinstance(response, BaseException):  # left to the single-partition path (KafkaWire.fetch)
+        if isinstance(got, BaseException):  # left to the single-partition path (KafkaWire.fetch)
+            continue
+        try:
+            response = core._decode(*got)
+        except Exception:  # undecodable: left to the single-partition path, which reports it
             continue
         if getattr(response, "error_code", 0):
             continue

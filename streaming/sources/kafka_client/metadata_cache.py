@@ -24,6 +24,8 @@ import logging
 import time
 from typing import Any
 
+import numpy as np
+
 from streaming.sources.kafka_client.errors import (
     INVALID_TOPIC_EXCEPTION,
     UNKNOWN_TOPIC_ID,
@@ -35,6 +37,10 @@ log = logging.getLogger(__name__)
 __all__ = ["MetadataCache"]
 
 TopicPartition = tuple[str, int]
+#: :meth:`MetadataCache.routing_arrays`' leader of a partition the last Metadata answers did not list
+UNKNOWN_PARTITION = -2
+#: ``last_offsets``' value where no offset was returned
+NO_OFFSET = np.iinfo(np.int64).min
 
 
 class MetadataCache:
@@ -52,8 +58,12 @@ class MetadataCache:
         self.topics: dict[str, tuple[bool, list[int], float]] = {}
         self.all_topics_at: float | None = None
         self.suspect_at = float("-inf")
-        # (log start, high watermark) last returned per partition
-        self.last_offsets: dict[TopicPartition, tuple[int, int]] = {}
+        # (log start, high watermark) last returned, per topic as two arrays indexed by partition
+        # (NO_OFFSET where none was returned): see list_offsets._check_backwards
+        self.last_offsets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # topic -> (its leaders dict, its epochs dict, leader array, epoch array): the routing
+        # above as arrays indexed by partition, rebuilt when apply() replaces either dict
+        self._arrays: dict[str, tuple[Any, Any, np.ndarray, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ reading
     def known(self, tp: TopicPartition) -> bool:
@@ -67,6 +77,24 @@ class MetadataCache:
     def epoch(self, topic: str, partition: int) -> int:
         """current_leader_epoch to send (KIP-320): the last seen leader epoch, -1 if unknown."""
         return self.epochs.get(topic, {}).get(partition, -1)
+
+    def routing_arrays(self, topic: str) -> tuple[np.ndarray, np.ndarray]:
+        """(leaders, epochs) of ``topic`` as int arrays indexed by partition: leader -1 none,
+        :data:`UNKNOWN_PARTITION` for a partition the last answers did not list; epoch -1 unknown.
+        What ListOffsets needs for 200,000 partitions per trigger without a lookup per partition."""
+        leaders, epochs = self.leaders.get(topic), self.epochs.get(topic)
+        cached = self._arrays.get(topic)
+        if cached is not None and cached[0] is leaders and cached[1] is epochs:
+            return cached[2], cached[3]
+        size = max(list(leaders or ()) + list(epochs or ()), default=-1) + 1
+        la = np.full(size, UNKNOWN_PARTITION, dtype=np.int64)
+        ea = np.full(size, -1, dtype=np.int64)
+        if leaders:
+            la[list(leaders)] = list(leaders.values())
+        if epochs:
+            ea[list(epochs)] = list(epochs.values())
+        self._arrays[topic] = (leaders, epochs, la, ea)
+        return la, ea
 
     def fresh(self, at: float | None, now: float) -> bool:
         """Whether an answer from ``at`` may still be used for discovery."""

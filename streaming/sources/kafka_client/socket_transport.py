@@ -13,11 +13,13 @@ why a bootstrap failed (:meth:`SocketTransport._bootstrap_diagnosis`).
 
 from __future__ import annotations
 
+import heapq
 import logging
 import re
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,7 +27,7 @@ import kafka.errors as Errors
 from kafka.cluster import collect_hosts
 from kafka.future import Future
 from kafka.net.manager import KafkaConnectionManager
-from kafka.net.selector import NetworkSelector
+from kafka.net.selector import NetworkSelector, TaskState
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.broker_version_data import BrokerVersionData
 
@@ -101,13 +103,74 @@ def _shutdown(net: NetworkSelector, manager: KafkaConnectionManager) -> None:
         log.debug("KafkaWire: error stopping the IO loop", exc_info=True)
 
 
+def _live(entry: tuple[float, Any]) -> bool:
+    when, task = entry
+    return task.state is TaskState.SCHEDULED and task.scheduled_at == when
+
+
+class _Selector(NetworkSelector):
+    """kafka-python's ``NetworkSelector`` with timers cancelled in O(log n) instead of O(n).
+
+    Every request in flight holds a timer (its timeout), and so does every bounded wait; the
+    base class removes a cancelled timer from its heap and re-heapifies (``_unschedule``), a
+    pass over all timers per cancellation. Asking 1,000 brokers three ListOffsets each keeps
+    thousands of timers at once, which made the IO thread's bookkeeping quadratic (seconds per
+    trigger, bench/cluster_scale.py). Here a cancelled timer stays in the heap, marked no longer
+    scheduled, and is dropped when it reaches the top (or when stale ones are the majority); a
+    heap entry is live only while its task is still scheduled at that time."""
+
+    def __init__(self, **configs: Any) -> None:
+        super().__init__(**configs)
+        self._stale = 0
+
+    def _unschedule(self, task: Any) -> None:
+        assert task.state is TaskState.SCHEDULED
+        task.scheduled_at = None
+        task.state = TaskState.UNSCHEDULED
+        self._stale += 1
+        if self._stale > 64 and 2 * self._stale > len(self._scheduled):
+            self._scheduled = [e for e in self._scheduled if _live(e)]
+            heapq.heapify(self._scheduled)
+            self._stale = 0
+
+    def _drop_stale_top(self) -> None:
+        heap = self._scheduled
+        while heap and not _live(heap[0]):
+            heapq.heappop(heap)
+            self._stale = max(self._stale - 1, 0)
+
+    def _schedule_tasks(self) -> None:
+        heap = self._scheduled
+        now = time.monotonic()
+        while heap and (not _live(heap[0]) or heap[0][0] <= now):
+            entry = heapq.heappop(heap)
+            if not _live(entry):
+                self._stale = max(self._stale - 1, 0)
+                continue
+            entry[1].scheduled_at = None
+            self._add_ready_task(entry[1])
+
+    def _next_scheduled_timeout(self, now: float) -> float | None:
+        self._drop_stale_top()
+        return super()._next_scheduled_timeout(now)
+
+
+def _selector(client_id: str) -> NetworkSelector:
+    """:class:`_Selector` when this kafka-python's selector has the timer heap it expects
+    (kafka-python 3.0), else kafka-python's own."""
+    probe = NetworkSelector.__dict__
+    if all(name in probe for name in ("_unschedule", "_schedule_tasks", "_next_scheduled_timeout")):
+        return _Selector(client_id=client_id)
+    return NetworkSelector(client_id=client_id)
+
+
 class SocketTransport:
     """Kafka brokers over TCP (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) via kafka-python."""
 
     def __init__(self, config: dict[str, Any]):
         self._config = config
         cfg = {k: v for k, v in config.items() if k in PASSTHROUGH or k == "bootstrap_servers"}
-        self._net = NetworkSelector(client_id=cfg["client_id"])
+        self._net = _selector(cfg["client_id"])
         self._manager = KafkaConnectionManager(self._net, **cfg)
 
     # ------------------------------------------------------------------ the IO loop
