@@ -7,7 +7,7 @@ of them late (an hour old, the coordinator still has them Ongoing), the rest you
 ``--progress`` append). The brokers are simulated in this process *under kafka-python's
 transport* (bench/cluster_sim.py replaces ``KafkaConnectionManager._build_transport``): the
 watchdog's client (KafkaWire), planner (``KafkaStreamReader``, probe mode, as ``txnwatch run``
-configures it), executor reads (``read_partition``), state (``LocalStates``: the state function
+configures it), executor reads (``read_arrow``: the Arrow batches the source yields), state (``LocalStates``: the state function
 per producer id), verdicts and broker confirmation (``BatchWriter``: Enricher, DescribeProducers /
 DescribeTransactions / ListTransactions through kafka-python's admin client), and sinks (a JSONL
 file; the enricher's, availability's and pinned-LSO's state files) are the product's code. What
@@ -48,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pandas as pd
+import pyarrow as pa
 
 from bench.cluster_sim import BOOTSTRAP, SimCluster, install, self_check
 from streaming.alerts import REQUIRED_PERMISSION, Enricher, abort_commands
@@ -58,7 +58,7 @@ from streaming.microbatch import BatchWriter, LocalStates, SinkSet
 from streaming.pinned_lso import PinnedLso
 from streaming.runner import alert_config, broker_confirm, source_options
 from streaming.sinks.jsonl import JsonlSink
-from streaming.sources.kafka import KafkaStreamReader, close_wires, read_partition
+from streaming.sources.kafka import KafkaStreamReader, close_wires, read_arrow
 from streaming.sources.kafka_plan_state import PlanState
 from streaming.sources.kafka_unread import LEDGER_OPTION, ledger_path
 
@@ -210,9 +210,9 @@ class Job:
         st.leave()
         st.enter("read")
         try:
-            frames = [f for f in (read_partition(p, self.reader.opts) for p in self.reader.partitions(start, end))
-                      if len(f)]
-            events = pd.concat(frames, ignore_index=True) if frames else None
+            batches = [b for b in (read_arrow(p, self.reader.opts) for p in self.reader.partitions(start, end))
+                       if b is not None]
+            events = pa.Table.from_batches(batches) if batches else None
         finally:
             st.leave()
         self.rows = 0 if events is None else len(events)

@@ -11,7 +11,10 @@ column are null, ``event_time`` is epoch milliseconds.
 
 A part is either a column dict (``add_columns``: numpy arrays of one length, or scalars meaning
 "this value on every row of the part") or row dicts (``add_rows``: gap, progress, coordinator and
-snapshot rows, a few per read).
+snapshot rows, a few per read). A table made with ``rows_last=True`` keeps the row dicts apart and
+types them as one part after every column part: the order the ``kafka`` source's batches always
+had (a group's spans and markers, then its gap, progress and coordinator rows), and one typing
+pass for the rows of thousands of partitions instead of one per partition.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ _NUMERIC = {"long": np.int64, "int": np.int64, "short": np.int64}
 class EventTable:
     """Untyped event rows of many reads, in the order added, typed once into Arrow."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows_last: bool = False) -> None:
         self._parts: list[tuple[int, dict[str, Any]]] = []
+        self._rows: list[dict[str, Any]] | None = [] if rows_last else None
         self._n = 0
 
     def __len__(self) -> int:
@@ -49,19 +53,23 @@ class EventTable:
         """Row dicts (``events.make_row`` or a subset of its fields; a missing field is null)."""
         if not rows:
             return
-        names: dict[str, None] = {}
-        for r in rows:
-            names.update(dict.fromkeys(r))
-        self.add_columns(len(rows), {k: [r.get(k) for r in rows] for k in names})
+        if self._rows is not None:
+            self._rows += rows
+            self._n += len(rows)
+            return
+        self.add_columns(len(rows), _row_columns(rows))
 
     def to_arrow(self) -> pa.RecordBatch:
         """Every row as one record batch with ``events.arrow_schema()``."""
         import pyarrow as pa
 
         schema = arrow_schema()
+        parts = self._parts
+        if self._rows:
+            parts = [*parts, (len(self._rows), _row_columns(self._rows))]
         arrays = []
         for (name, typ), f in zip(EVENT_FIELDS, schema, strict=True):
-            values = [(n, cols.get(name)) for n, cols in self._parts]
+            values = [(n, cols.get(name)) for n, cols in parts]
             if all(v is None for _, v in values):
                 arrays.append(pa.nulls(self._n, f.type))
             elif typ in ("string", "array<string>"):
@@ -69,6 +77,20 @@ class EventTable:
             else:
                 arrays.append(_numbers(values, typ, f.type, pa))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _row_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Row dicts as columns; a field None on every row is left out (null all the same: a row of
+    ``events.make_row`` has every field, most of them None)."""
+    names: dict[str, None] = {}
+    for r in rows:
+        names.update(dict.fromkeys(r))
+    cols = {}
+    for k in names:
+        col = [r.get(k) for r in rows]
+        if any(v is not None for v in col):
+            cols[k] = col
+    return cols
 
 
 def _is_null(v: Any) -> bool:

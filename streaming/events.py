@@ -273,6 +273,24 @@ def to_arrow(df: pd.DataFrame) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def from_arrow(batch: pa.RecordBatch | pa.Table | None) -> pd.DataFrame:
+    """An Arrow batch of :func:`arrow_schema` (None: no row) → the frame :func:`to_frame` gives
+    for the same rows: nullable integer and boolean columns, ``datetime64[us, UTC]``, strings and
+    string lists as Python objects (None: null)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    if batch is None:
+        return to_frame([])
+    mapper = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(), pa.int16(): pd.Int16Dtype(),
+              pa.bool_(): pd.BooleanDtype()}
+    df = batch.to_pandas(types_mapper=mapper.get)
+    for name, typ in EVENT_FIELDS:
+        if typ == "array<string>":  # Arrow hands list cells over as numpy arrays
+            df[name] = pd.Series(batch.column(name).to_pylist(), index=df.index, dtype=object)
+    return df
+
+
 def _arrow_column(col: pd.Series, typ: str, pa_type: Any, np: Any, pa: Any) -> Any:
     """``col`` as :func:`to_frame` then Arrow would type it, or None to leave it to them."""
     dt = col.dtype

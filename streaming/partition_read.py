@@ -29,7 +29,7 @@ only for the data-loss preview and first-write time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -63,25 +63,6 @@ __all__ = ["BatchPiece", "CoordinatorReplay", "Offsets", "ReadContext", "Snapsho
 REDUCE_IN_READ = True
 
 
-@dataclass
-class ReadRows:
-    """The untyped rows of many reads, gathered to be typed in one go (``collect=`` of
-    :func:`data_partition_events` / :func:`txn_partition_events`): ``frames`` (span and marker
-    tables) and ``rows`` (gap, progress and coordinator rows as dicts, None fields left out).
-    A reader of thousands of partitions per micro-batch (the kafka source's group of one broker)
-    would otherwise pay pandas' per-frame cost of a concat per partition."""
-
-    frames: list[pd.DataFrame] = field(default_factory=list)
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-    def frame(self) -> pd.DataFrame:
-        """Everything gathered as one frame, typed by ``events.to_frame``."""
-        parts = [f for f in self.frames if len(f)]
-        if self.rows:
-            parts.append(pd.DataFrame.from_records(self.rows))
-        return to_frame(pd.concat(parts, ignore_index=True) if parts else [])
-
-
 @dataclass(frozen=True)
 class ReadContext:
     """Where a read's rows come from and the clock they carry (detection.md §2).
@@ -92,6 +73,10 @@ class ReadContext:
     ``snapshot_offset``: the offset of the snapshot the partition's state was seeded from (the same
     for every read of the partition), stamped on its data, marker and progress rows.
     ``txn_partition_count``: ``__transaction_state``'s partition count, for its progress rows.
+    ``lagging``: the live source read the partition's bytes only up to a lagging end (its
+    planned high watermark not reached), stamped on every row of the read; ``window_lso``: the
+    live probe read a window from this LSO, stamped as ``lso`` on its span and marker rows (the
+    state knows what the window skipped).
     """
 
     topic: str
@@ -103,10 +88,18 @@ class ReadContext:
     read_from_zero: bool | None = None
     snapshot_offset: int | None = None
     txn_partition_count: int | None = None
+    lagging: bool | None = None
+    window_lso: int | None = None
 
     @property
     def common(self) -> dict[str, Any]:
         return dict(source=self.source, cluster=self.cluster, event_time_ms=self.clock_ms)
+
+    @property
+    def stamps(self) -> dict[str, Any]:
+        """The values every row of the read carries (None: left unset)."""
+        return {k: v for k, v in (("from_log_start", self.from_log_start), ("read_from_zero", self.read_from_zero),
+                                  ("lagging", self.lagging)) if v is not None}
 
 
 @dataclass(frozen=True)
@@ -150,7 +143,8 @@ def data_partition_events(
     progress_position: str | None = None,
     typed: bool = True,
     end_proven: bool | None = None,
-    collect: ReadRows | EventTable | None = None,
+    collect: EventTable | None = None,
+    progress: bool = True,
 ) -> pd.DataFrame | None:
     """Events of one read of a data partition, ending with its progress row.
 
@@ -163,8 +157,9 @@ def data_partition_events(
     the snapshot's entries as events (first read of the partition only). ``end_proven``: the
     read reached the partition's end (detection.md §0; None: the source cannot say). The progress
     row's ``last_ts`` is the newest timestamp of the read's batches that passed their CRC.
-    ``collect``: append the rows to it instead of returning them (:class:`ReadRows`: untyped
-    frames and dicts; :class:`~streaming.event_table.EventTable`: columns, no pandas at all).
+    ``collect``: append the rows to the :class:`~streaming.event_table.EventTable` instead of
+    returning them (columns, no pandas at all). ``progress=False``: no progress row (the live
+    source's read stopped before its planned end).
     """
     common = ctx.common
     columnar = isinstance(collect, EventTable)
@@ -208,11 +203,10 @@ def data_partition_events(
               if len(p.cols["max_timestamp"])]
     if newest and max(newest) >= 0:
         prog["last_ts"] = max(newest)
+    rows = [*gaps, prog] if progress else list(gaps)
     if columnar:
-        return _collect_table(seed_rows, columns, [*gaps, prog], ctx, collect)
-    if collect is not None:
-        return _collect(frames, [*gaps, prog], ctx, collect)
-    frames.append(_records_frame([*gaps, prog], typed))
+        return _collect_table(seed_rows, columns, rows, ctx, collect)
+    frames.append(_records_frame(rows, typed))
     return _finish(frames, ctx, typed)
 
 
@@ -239,14 +233,16 @@ def txn_partition_events(
     progress_position: str | None = None,
     typed: bool = True,
     end_proven: bool | None = None,
-    collect: ReadRows | EventTable | None = None,
+    collect: EventTable | None = None,
+    progress: bool = True,
 ) -> pd.DataFrame | None:
     """Events of one read of a ``__transaction_state`` partition, ending with its progress row.
 
     ``replay`` (the records before this read) is advanced in place. Without ``broker`` offsets the
     progress row's high watermark and LSO are the replay's next offset (a coordinator log has no
     open transactions of its own). The progress row's ``last_ts`` is the newest record timestamp
-    of the read (null: no record), ``end_proven`` as for data partitions.
+    of the read (null: no record), ``end_proven``, ``collect`` and ``progress`` as for data
+    partitions.
     """
     frames: list[pd.DataFrame] = []
     routed: list[dict[str, Any]] = []
@@ -271,11 +267,10 @@ def txn_partition_events(
     newest = [r["timestamp"] for piece in pieces for r in piece.records if r.get("timestamp") is not None]
     if newest:
         prog["last_ts"] = max(newest)
-    if isinstance(collect, EventTable):
-        return _collect_table([], [], [*routed, *gaps, prog], ctx, collect)
+    tail = [*gaps, prog] if progress else list(gaps)
     if collect is not None:
-        return _collect(frames, [*routed, *gaps, prog], ctx, collect)
-    frames.append(_records_frame([*gaps, prog], typed))
+        return _collect_table([], [], [*routed, *tail], ctx, collect)
+    frames.append(_records_frame(tail, typed))
     return _finish(frames, ctx, typed)
 
 
@@ -288,39 +283,19 @@ def _records_frame(rows: list[dict[str, Any]], typed: bool) -> pd.DataFrame:
     return pd.DataFrame.from_records([{k: v for k, v in r.items() if v is not None} for r in rows])
 
 
-def _collect(frames: list[pd.DataFrame], rows: list[dict[str, Any]], ctx: ReadContext, out: ReadRows) -> None:
-    """:func:`_finish` for a caller gathering many reads (``collect=``): the same rows and
-    stamps, appended to ``out`` untyped instead of concatenated and typed per read."""
-    stamps = {k: v for k, v in (("from_log_start", ctx.from_log_start), ("read_from_zero", ctx.read_from_zero))
-              if v is not None}
-    snap = ctx.snapshot_offset
-    for f in frames:
-        if len(f):
-            for k, v in stamps.items():
-                f[k] = v
-            if snap is not None:
-                f.loc[f["kind"].isin(("data", "marker")), "snapshot_offset"] = snap
-            out.frames.append(f)
-    for r in rows:
-        r = {k: v for k, v in r.items() if v is not None}
-        r.update(stamps)
-        if snap is not None and r["kind"] == "progress":
-            r["snapshot_offset"] = snap
-        out.rows.append(r)
-
-
 def _collect_table(seed_rows: list[dict[str, Any]], columns: list[dict[str, Any]], rows: list[dict[str, Any]],
                    ctx: ReadContext, out: EventTable) -> None:
     """:func:`_finish` for a caller gathering many reads column by column: the same rows, stamps
     and order (seed snapshot rows, spans and markers, then gap, progress or coordinator rows)."""
-    stamps = {k: v for k, v in (("from_log_start", ctx.from_log_start), ("read_from_zero", ctx.read_from_zero))
-              if v is not None}
+    stamps = ctx.stamps
     snap = ctx.snapshot_offset
     out.add_rows([{**r, **stamps} for r in seed_rows])
     for c in columns:  # spans and markers only
         c.update(stamps)
         if snap is not None:
             c["snapshot_offset"] = snap
+        if ctx.window_lso is not None:
+            c["lso"] = ctx.window_lso
         out.add_columns(len(c["kind"]), c)
     rows = [{**r, **stamps} for r in rows]
     if snap is not None:
@@ -339,6 +314,10 @@ def _finish(frames: list[pd.DataFrame], ctx: ReadContext, typed: bool = True) ->
         out["from_log_start"] = ctx.from_log_start
     if ctx.read_from_zero is not None:
         out["read_from_zero"] = ctx.read_from_zero
+    if ctx.lagging is not None:
+        out["lagging"] = ctx.lagging
+    if ctx.window_lso is not None:
+        out.loc[out["kind"].isin(("data", "marker")), "lso"] = ctx.window_lso
     if ctx.snapshot_offset is not None:
         stamped = out["kind"].isin(("data", "marker", "progress"))
         out.loc[stamped, "snapshot_offset"] = ctx.snapshot_offset

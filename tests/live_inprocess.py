@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 
 from streaming.alerts import Enricher
 from streaming.availability import Availability
 from streaming.microbatch import BatchWriter, LocalLoop, SinkSet
-from streaming.sources.kafka import KafkaStreamReader, read_partition
+from streaming.sources.kafka import KafkaStreamReader, read_arrow
 from streaming.state_machine import EngineConfig
 
 
@@ -40,9 +40,9 @@ class LiveJob:
     def trigger(self) -> dict:
         start = self.offset or self.reader.initialOffset()
         end = self.reader.latestOffset(start)
-        frames = [f for f in (read_partition(p, self.reader.opts) for p in self.reader.partitions(start, end))
-                  if len(f)]
-        self.loop.run_batch(pd.concat(frames, ignore_index=True) if frames else None)
+        batches = [b for b in (read_arrow(p, self.reader.opts) for p in self.reader.partitions(start, end))
+                   if b is not None]
+        self.loop.run_batch(pa.Table.from_batches(batches) if batches else None)
         self.offset = end
         return end
 

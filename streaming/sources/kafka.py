@@ -104,8 +104,8 @@ This module keeps the names other code imports from it.
 from streaming.sources.kafka_clients import close_wires
 from streaming.sources.kafka_options import TXN_TOPIC
 from streaming.sources.kafka_partitions import KafkaGroup, KafkaPartition
-from streaming.sources.kafka_reader import read_group, read_partition
+from streaming.sources.kafka_reader import read_arrow, read_group, read_partition
 from streaming.sources.kafka_source import KafkaDataSource, KafkaStreamReader
 
 __all__ = ["TXN_TOPIC", "KafkaDataSource", "KafkaGroup", "KafkaPartition", "KafkaStreamReader", "close_wires",
-           "read_group", "read_partition"]
+           "read_arrow", "read_group", "read_partition"]

@@ -3,25 +3,31 @@ becomes event rows. Reads go through multi-partition Fetch requests (one per lea
 data partitions become batch-header events, ``__transaction_state`` partitions coordinator events
 (their id -> producer map replayed from the compacted log's start when this process has no memo);
 every partition read up to its planned end ends with its progress row, a partition unreadable
-now with an ``unavailable:`` gap row and none (see kafka.py, Availability)."""
+now with an ``unavailable:`` gap row and none (see kafka.py, Availability).
+
+A group's rows are gathered column by column (:class:`streaming.event_table.EventTable`: the spans
+and markers of every partition as numpy columns, then the gap, progress and coordinator rows) and
+typed once into the Arrow batch the source yields (:func:`read_arrow`): no pandas frame per
+partition nor a concat per group. :func:`read_partition` gives the same rows as a typed frame
+(``events.from_arrow``) for callers that want one."""
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from streaming.availability import UNAVAILABLE_PREFIX, unavailable_reason
+from streaming.event_table import EventTable
+from streaming.events import from_arrow
 from streaming.normalize import gap_event, lso_passed_event, progress_event
 from streaming.partition_read import (
     BatchPiece,
     CoordinatorReplay,
     Offsets,
     ReadContext,
-    ReadRows,
     TxnPiece,
     data_partition_events,
     txn_partition_events,
@@ -33,6 +39,10 @@ from streaming.sources.kafka_plan_state import Reset
 from streaming.sources.kafka_wire import KafkaUnavailable, KafkaWire, KafkaWireError
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -256,13 +266,27 @@ def _wait_for_high_watermark(w: KafkaWire, opts: dict[str, Any], topic: str, att
         pass  # the next fetch reports it
 
 
+def read_arrow(part: KafkaPartition | KafkaGroup, opts: dict[str, Any]) -> pa.RecordBatch | None:
+    """Executor side: events of one planned read (a partition, or a broker's group) as one Arrow
+    batch of ``events.arrow_schema()`` (None: no row), each partition ending with its progress row
+    (none when it was or became unavailable)."""
+    table = _read_table(part.parts if isinstance(part, KafkaGroup) else [part], opts)
+    return table.to_arrow() if len(table) else None
+
+
 def read_partition(part: KafkaPartition | KafkaGroup, opts: dict[str, Any]) -> pd.DataFrame:
-    """Executor side: events of one planned read (a partition, or a broker's group), each
-    partition ending with its progress row (none when it was or became unavailable)."""
+    """:func:`read_arrow` as a typed event frame (``events.to_frame``'s dtypes)."""
     return read_group(part.parts if isinstance(part, KafkaGroup) else [part], opts)
 
 
 def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFrame:
+    """The rows of one Spark input partition (the partitions of one leader broker) as a typed
+    event frame (see :func:`_read_table`)."""
+    table = _read_table(parts, opts)
+    return from_arrow(table.to_arrow() if len(table) else None)
+
+
+def _read_table(parts: list[KafkaPartition], opts: dict[str, Any]) -> EventTable:
     """Executor side: events of one Spark input partition (the partitions of one leader broker).
 
     Unavailable partitions give their gap row; partitions with nothing new give their progress
@@ -299,18 +323,18 @@ def read_group(parts: list[KafkaPartition], opts: dict[str, Any]) -> pd.DataFram
             continue
         reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc, broken))
     _read_ranges(w, [r for _, r, _, _ in reads])
-    # every partition's rows gathered untyped and typed once for the whole group: pandas' cost
-    # per frame and per to_frame call, paid per partition, dominated a trigger at thousands of
-    # partitions read (bench/cluster_scale.py)
-    out = ReadRows()
+    # every partition's rows gathered column by column and typed once for the whole group:
+    # pandas' cost per frame and per concat, paid per partition, dominated a trigger at
+    # thousands of partitions read (bench/cluster_scale.py)
+    out = EventTable(rows_last=True)
     for part, r, acc, broken in reads:
         # a coordinator partition read with a gap (or on an incomplete replay) is incomplete from
         # there on (detection.md §0): no progress row, so the view is never "complete and empty"
         incomplete = part.topic == TXN_TOPIC and (broken is not None or bool(r.gaps))
         broker = None if r.unavailable or incomplete else _broker_offsets(w, part.topic, part.partition, r.last)
         _events_of(part, opts, r, acc, broker, out)
-    out.rows += [{k: v for k, v in r.items() if v is not None} for r in rows]
-    return out.frame()
+    out.add_rows(rows)
+    return out
 
 
 def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: CoordinatorReplay | None) -> dict[str, Any]:
@@ -367,23 +391,25 @@ def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition,
 
 
 def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: CoordinatorReplay | None,
-               broker: Offsets | None, out: ReadRows) -> None:
-    """Events of one partition's read, gathered untyped into ``out`` (:func:`read_group` types
-    the group's rows once); no progress row when it became unreadable (``broker`` None)."""
+               broker: Offsets | None, out: EventTable) -> None:
+    """Events of one partition's read, gathered into ``out`` (:func:`_read_table` types the
+    group's rows once); no progress row when it became unreadable (``broker`` None)."""
     t, p = part.topic, part.partition
+    # every row of a lagging read says so; a probe window's spans and markers say where it starts
     ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start,
-                      read_from_zero=part.read_from_zero, txn_partition_count=part.txn_partition_count)
+                      read_from_zero=part.read_from_zero, txn_partition_count=part.txn_partition_count,
+                      lagging=True if part.lagging else None, window_lso=part.start if part.probe else None)
     position = f"{t}-{p}@offset {part.end}"
-    mine = ReadRows()
+    offsets = broker or Offsets(None, None, None)
     if t == TXN_TOPIC:
         pieces = []
         for raw in r.raws:
             recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
             recs = [x for x in recs if part.start <= x["offset"] < part.end]
             pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
-        txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=broker or Offsets(None, None, None),
-                             progress_position=position, end_proven=not part.lagging, collect=mine)
-        if broker is None:  # unreadable or incomplete (read_group): never memoised
+        txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=offsets, progress_position=position,
+                             end_proven=not part.lagging, collect=out, progress=broker is not None)
+        if broker is None:  # unreadable or incomplete (_read_table): never memoised
             _TXN_MEMO.pop((opts["bootstrap"], p), None)
         else:
             _TXN_MEMO[(opts["bootstrap"], p)] = (part.end, acc)
@@ -393,22 +419,10 @@ def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: C
             cols = {k: np.concatenate([s.columns[k] for s in r.scans]) for k in empty_columns()}
             cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
             pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
-        # read to the high watermark it was planned to (live standard, detection.md §0) unless lagging
-        data_partition_events(ctx, pieces, gaps=r.gaps, broker=broker or Offsets(None, None, None),
-                              progress_position=position, end_proven=not part.lagging, collect=mine)
-    for f in mine.frames:  # span and marker rows (data_events)
-        if part.lagging:
-            f["lagging"] = pd.array([True] * len(f), dtype="boolean")
-        if part.probe:
-            # a window read from the LSO: rows say where it starts (the state knows what it skipped)
-            f["lso"] = part.start
-    for row in mine.rows:  # coordinator, gap and progress rows
-        if part.lagging:
-            row["lagging"] = True
-    if broker is None:  # became unreadable mid-read, so not read up to now: no progress row
-        mine.rows = [row for row in mine.rows if row["kind"] != "progress"]
-    out.frames += mine.frames
-    out.rows += mine.rows
+        # read to the high watermark it was planned to (live standard, detection.md §0) unless
+        # lagging; became unreadable mid-read (``broker`` None): not read up to now, no progress row
+        data_partition_events(ctx, pieces, gaps=r.gaps, broker=offsets, progress_position=position,
+                              end_proven=not part.lagging, collect=out, progress=broker is not None)
 
 
 def _leader_epoch(scan: BatchScan) -> int:

@@ -10,13 +10,13 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from streaming.events import spark_schema, to_arrow
+from streaming.events import spark_schema
 from streaming.sources.kafka_clients import close_wires
 from streaming.sources.kafka_options import parse_options
 from streaming.sources.kafka_partitions import KafkaGroup, input_partitions
 from streaming.sources.kafka_plan_state import PlanState
 from streaming.sources.kafka_planner import KafkaPlanner
-from streaming.sources.kafka_reader import read_partition
+from streaming.sources.kafka_reader import read_arrow
 
 
 class KafkaStreamReader(DataSourceStreamReader):
@@ -61,9 +61,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                                 self.opts["max_input_partitions"])
 
     def read(self, partition: KafkaGroup) -> Iterator[Any]:
-        df = read_partition(partition, self.opts)
-        if len(df):
-            yield to_arrow(df)
+        batch = read_arrow(partition, self.opts)
+        if batch is not None:
+            yield batch
 
     def commit(self, end: dict) -> None:
         pass
