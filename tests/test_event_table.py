@@ -127,3 +127,48 @@ def test_the_readers_batch_is_its_pandas_paths(tmp_path, name, corrupt):
             assert a.equals(b), (field, a, b)
         gaps += sum(1 for k in got.column("kind").to_pylist() if k == "gap")
     assert (gaps > 0) == corrupt
+
+
+def test_rows_last_types_every_row_dict_after_the_column_parts():
+    """The kafka source's group (``kafka_reader._read_table``): each partition's spans and markers
+    as columns, its gap and progress rows as dicts; with ``rows_last`` the dicts of every partition
+    come after all the columns, in the order added, as the source's batches always had them."""
+    t = EventTable(rows_last=True)
+    for part in (0, 1):
+        t.add_columns(1, {"kind": np.array(["data"], dtype=object), "first_offset": np.array([10 + part]),
+                          "topic": "orders", "partition": part, "lagging": True if part else None})
+        t.add_rows([make_row("gap", topic="orders", partition=part, reason=f"bad {part}", first_offset=part),
+                    make_row("progress", topic="orders", partition=part, high_watermark=20 + part)])
+    assert len(t) == 6
+    b = t.to_arrow()
+    assert b.schema.equals(arrow_schema())
+    assert b.column("kind").to_pylist() == ["data", "data", "gap", "progress", "gap", "progress"]
+    assert b.column("partition").to_pylist() == [0, 1, 0, 0, 1, 1]
+    assert b.column("first_offset").to_pylist() == [10, 11, 0, None, 1, None]
+    assert b.column("high_watermark").to_pylist() == [None, None, None, 20, None, 21]
+    assert b.column("reason").to_pylist() == [None, None, "bad 0", None, "bad 1", None]
+    # a field None on every row dict (make_row's many unset fields) is null, not missing
+    assert b.column("lagging").to_pylist() == [None, True, None, None, None, None]
+    assert b.column("transactional_id").null_count == 6
+
+
+def test_from_arrow_gives_to_frames_dtypes_and_cells():
+    """``events.from_arrow`` (the kafka reader's frame form): the frame ``to_frame`` gives for the
+    same rows, dtype for dtype, with partition lists as Python lists."""
+    from streaming.events import from_arrow
+
+    rows = [make_row("txn_state", topic="__transaction_state", partition=3, route_pid=9, producer_id=9,
+                     first_offset=4, first_ts=1_700_000_000_001, txn_partitions=["orders-2"], tombstone=False,
+                     event_time=1_700_000_000_123),
+            make_row("progress", topic="orders", partition=2, route_pid=-1, high_watermark=10, end_proven=True,
+                     event_time=1_700_000_000_123)]
+    want = to_frame(rows)
+    t = EventTable()
+    t.add_rows(rows)
+    got = from_arrow(t.to_arrow())
+    assert list(got.columns) == list(want.columns)
+    assert (got.dtypes == want.dtypes).all()
+    assert got["txn_partitions"].tolist() == [["orders-2"], None]
+    assert got.astype(object).where(got.notna(), None).values.tolist() == \
+        want.astype(object).where(want.notna(), None).values.tolist()
+    assert len(from_arrow(None)) == 0 and list(from_arrow(None).columns) == list(want.columns)
