@@ -68,10 +68,7 @@ def session_builder(app: str = "txnwatch", master: str | None = None, conf: dict
     # PYSPARK_GATEWAY_PORT is set because the JVM is already running. Never override them then.
     if master and "PYSPARK_GATEWAY_PORT" not in os.environ:
         b = b.master(master)
-    settings = dict(SPARK_DEFAULTS)
-    if short_run:
-        settings.update(SHORT_RUN_CONF)
-    settings.update(conf or {})
+    settings = session_settings(conf, short_run=short_run)
     given: set[str] = set()
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # spark-submit --conf (and spark-defaults.conf) win over txnwatch's defaults and config.
@@ -83,6 +80,16 @@ def session_builder(app: str = "txnwatch", master: str | None = None, conf: dict
         if k not in given:
             b = b.config(k, v)
     return b
+
+
+def session_settings(conf: dict[str, str] | None = None, *, short_run: bool = False) -> dict[str, str]:
+    """The Spark settings a session gets: :data:`SPARK_DEFAULTS`, then (``short_run``)
+    :data:`SHORT_RUN_CONF`, then ``conf`` (the config's settings win)."""
+    settings = dict(SPARK_DEFAULTS)
+    if short_run:
+        settings.update(SHORT_RUN_CONF)
+    settings.update(conf or {})
+    return settings
 
 
 def get_or_create(builder, master: str | None = None):
