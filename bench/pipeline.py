@@ -21,7 +21,8 @@ Run: ``.venv/bin/python bench/pipeline.py [--mb 150] [--seed 2] [--reps 3] [--ma
      ``--no-local``) ``--engine local``, whose findings must equal the Spark engine's;
    * the always-on job's first trigger (unless ``--no-run``): ``txnwatch run --source segments``
      of the one-batch file's log dir (processing-time trigger, fresh checkpoint), timed from
-     spawn to the ``batch 0:`` line its foreachBatch writer logs, then stopped with SIGTERM;
+     spawn to the ``batch 0:`` line its foreachBatch writer logs (and the CPU time its process
+     tree used by then, sampled from ``/proc``), then stopped with SIGTERM;
    * each bare session twice, before and after what it is the floor of: the smaller is the floor.
 
    Every child is timed wall-clock from spawn to exit (and its CPU time, user + system:
@@ -254,6 +255,7 @@ class FirstTrigger:
     seconds: float | None  # spawn to the first completed trigger's log line (None: never)
     returncode: int
     stderr: str
+    cpu: float | None = None  # CPU seconds of the job's process tree (CLI, JVM, workers) by then
 
 
 def first_trigger(py: str, log_dir: Path, work: Path, master: str, timeout_s: float = 600.0) -> FirstTrigger:
@@ -272,13 +274,30 @@ def first_trigger(py: str, log_dir: Path, work: Path, master: str, timeout_s: fl
     lines: list[str] = []
     seen = threading.Event()
     at: list[float] = []
+    ticks: dict[int, int] = {}  # the job's processes' utime + stime as last sampled (clock ticks)
+
+    def sample_cpu() -> None:
+        kids = _children()
+        stack = [proc.pid]
+        while stack:
+            pid = stack.pop()
+            stack += kids.get(pid, [])
+            ticks[pid] = max(ticks.get(pid, 0), _cpu_ticks(pid))
 
     def follow() -> None:
         for line in proc.stderr:  # type: ignore[union-attr]
             lines.append(line)
             if not at and re.search(r"txnwatch WARNING batch 0:", line):
                 at.append(time.perf_counter() - t0)
+                sample_cpu()  # every process is still running: this is their CPU up to the line
                 seen.set()
+
+    def sampler() -> None:  # processes that end before the line (short-lived workers) are kept too
+        while not seen.is_set() and proc.poll() is None:
+            sample_cpu()
+            seen.wait(0.1)
+
+    threading.Thread(target=sampler, daemon=True).start()
 
     th = threading.Thread(target=follow, daemon=True)
     th.start()
@@ -292,7 +311,8 @@ def first_trigger(py: str, log_dir: Path, work: Path, master: str, timeout_s: fl
         proc.kill()
         proc.wait()
     th.join(5)
-    return FirstTrigger(at[0] if at else None, proc.returncode, "".join(lines))
+    cpu = sum(ticks.values()) / os.sysconf("SC_CLK_TCK") if at else None
+    return FirstTrigger(at[0] if at else None, proc.returncode, "".join(lines), cpu)
 
 
 def _stable(finding: dict) -> dict:
@@ -465,8 +485,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{one.seconds / floor:.2f}x (in process for small inputs: no JVM)")
     if trig is not None and trig.seconds is not None and ready is not None:
         r = trig.seconds / ready
+        bare_cpu = min(x.cpu for x in (bare_run, bare_run2) if x is not None)
+        cpu_part = (f"; CPU to the first trigger {trig.cpu:.2f} / bare session start+stop {bare_cpu:.2f} s = "
+                    f"{trig.cpu / bare_cpu:.2f}x") if trig.cpu else ""
         print(f"  run: first trigger / bare session start (spawn to getOrCreate) = {trig.seconds:.2f} / {ready:.2f} s "
-              f"= {r:.2f}x (target <= {TARGET_STARTUP}x: {verdict(r, TARGET_STARTUP)}; the floor with run's settings)")
+              f"= {r:.2f}x (target <= {TARGET_STARTUP}x: {verdict(r, TARGET_STARTUP)}; the floor with run's settings)"
+              f"{cpu_part}")
     return 0 if ok else 1
 
 
