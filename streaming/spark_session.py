@@ -177,6 +177,8 @@ def _worker_spark_home(master: str | None) -> str | None:
         return None
     key = hashlib.sha256(f"{package}\0{pyspark.__version__}".encode()).hexdigest()[:16]
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(cache):  # no home directory to expand "~" to
+        return None
     # Only under the user's own cache directory: the JVM runs what this home's bin/ links to, so a
     # directory others can write to (a shared /tmp) is never used.
     base = os.path.join(cache, "txnwatch")
