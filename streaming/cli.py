@@ -161,7 +161,11 @@ def scan_session(cfg: Config, paths: list[str], *, master: str | None = None):
     from streaming.spark_session import spark_session
 
     conf = spark_conf(cfg.streaming)
-    if _input_bytes(paths) <= SCAN_ONE_PARTITION_BYTES:
+    try:
+        small = _input_bytes(paths) <= SCAN_ONE_PARTITION_BYTES
+    except OSError:  # a path that vanished: the read reports it (a gap); keep the config's partitions
+        small = False
+    if small:
         conf["spark.sql.shuffle.partitions"] = "1"
     return spark_session(master=master or cfg.streaming.master, conf=conf, short_run=True)
 
