@@ -50,6 +50,42 @@ def du(path: Path) -> tuple[int, int]:
     return total, files
 
 
+def tree_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of this process's descendants: ``jvm`` (the java process
+    PySpark started) and ``python`` (the Python daemon and its workers, with the workers the
+    daemon already reaped: a process's cutime/cstime), read from /proc."""
+    tck = os.sysconf("SC_CLK_TCK")
+    kids: dict[int, list[int]] = {}
+    stat: dict[int, tuple[str, list[str]]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        comm = raw[raw.index("(") + 1:raw.rindex(")")]
+        rest = raw[raw.rindex(")") + 2:].split()
+        stat[int(d)] = (comm, rest)
+        kids.setdefault(int(rest[1]), []).append(int(d))
+    out = {"jvm": 0.0, "python": 0.0}
+    stack = list(kids.get(os.getpid(), []))
+    while stack:
+        pid = stack.pop()
+        stack += kids.get(pid, [])
+        if pid not in stat:
+            continue
+        comm, rest = stat[pid]
+        # rest[0] is the state: utime, stime, cutime, cstime are fields 14-17 of /proc/PID/stat
+        own, reaped = int(rest[11]) + int(rest[12]), int(rest[13]) + int(rest[14])
+        if comm.startswith("java"):
+            out["jvm"] += own / tck
+        elif comm.startswith("python"):
+            out["python"] += (own + reaped) / tck
+    return out
+
+
 def measure(spark, store: str, log_dir: Path, work: Path, *, cluster: str, shuffle_partitions: int) -> dict:
     from pyspark.sql import functions as F
 
@@ -118,8 +154,9 @@ def _fit(xs: list[int], ys: list[int]) -> dict[str, float] | None:
 
 
 def synthetic_files(out: Path, *, producers: int, open_txns: int, files: int, extra_triggers: int,
-                    touch: int, partitions: int, now_ms: int) -> list[Path]:
-    """Parquet files of events (``streaming.events.arrow_schema``), one per trigger.
+                    touch: int, partitions: int, now_ms: int) -> list[tuple[Path, int]]:
+    """Parquet files of events (``streaming.events.arrow_schema``), one per trigger, each with
+    the number of producer ids (state keys) in it.
 
     Files 1..``files``: ``producers`` producer ids (ids 1..N) spread over them, each with one
     committed transaction (a data span then its COMMIT marker) on one of ``partitions`` partitions
@@ -138,7 +175,7 @@ def synthetic_files(out: Path, *, producers: int, open_txns: int, files: int, ex
     out.mkdir(parents=True, exist_ok=True)
     stride = max(1, producers // max(open_txns, 1)) if open_txns else producers + 1
     next_off = np.zeros(partitions, dtype=np.int64)  # next free offset per partition
-    paths: list[Path] = []
+    paths: list[tuple[Path, int]] = []
 
     def batch(pids: np.ndarray, marker: np.ndarray, ts: int) -> pa.Table:
         """A data span of each pid, followed by its COMMIT marker where ``marker``."""
@@ -186,7 +223,7 @@ def synthetic_files(out: Path, *, producers: int, open_txns: int, files: int, ex
     for k, chunk in enumerate(np.array_split(np.arange(producers), files)):
         p = out / f"part-{k:04d}.parquet"
         pq.write_table(batch(ids[chunk], ~is_open[chunk], now_ms + k), p)
-        paths.append(p)
+        paths.append((p, len(chunk)))
     rng = np.random.default_rng(1)
     open_ids, closed_ids = ids[is_open], ids[~is_open]
     for k in range(extra_triggers):
@@ -196,11 +233,11 @@ def synthetic_files(out: Path, *, producers: int, open_txns: int, files: int, ex
         pids = np.concatenate([a, b])
         p = out / f"part-{files + k:04d}.parquet"
         pq.write_table(batch(pids, np.isin(pids, b), now_ms + 1000 * (k + 1)), p)
-        paths.append(p)
+        paths.append((p, len(pids)))
     return paths
 
 
-def measure_scale(spark, store: str, events_dir: Path, work: Path, n_files: int, *, shuffle_partitions: int,
+def measure_scale(spark, store: str, events_dir: Path, work: Path, keys: list[int], *, shuffle_partitions: int,
                   timeout_s: float) -> dict:
     """The detection query (``pipeline.detect`` + the foreachBatch writer) over the synthetic
     files, one file per trigger, with ``store``'s state store provider and a fresh checkpoint."""
@@ -214,8 +251,17 @@ def measure_scale(spark, store: str, events_dir: Path, work: Path, n_files: int,
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     ck = work / f"checkpoint-scale-{store}"
     stats: list[dict] = []
-    sinks = SinkSet(on_batch=[lambda b, s: stats.append({"batch": b, "open": len(s["open_transactions"]),
-                                                         "alerts": len(s["alerts"]), "writer_s": s["duration_s"]})])
+    cpu = [tree_cpu()]
+
+    def on_batch(b: int, s: dict) -> None:
+        # CPU of the JVM and the Python workers since the previous batch (their foreachBatch call
+        # comes after the state operator ran): the batch's CPU, with the writer's Spark jobs
+        cpu.append(tree_cpu())
+        stats.append({"batch": b, "open": len(s["open_transactions"]), "alerts": len(s["alerts"]),
+                      "writer_s": s["duration_s"], "python_cpu_s": cpu[-1]["python"] - cpu[-2]["python"],
+                      "jvm_cpu_s": cpu[-1]["jvm"] - cpu[-2]["jvm"]})
+
+    sinks = SinkSet(on_batch=[on_batch])
     events = spark.readStream.schema(spark_schema()).option("maxFilesPerTrigger", 1).parquet(str(events_dir))
     enricher = Enricher(AlertConfig(), str(ck) + "-sink.json")
     w = detect(events, engine_config(cfg, coordinator_available=False)).writeStream.outputMode("update") \
@@ -229,9 +275,13 @@ def measure_scale(spark, store: str, events_dir: Path, work: Path, n_files: int,
     if q.exception() is not None:
         raise RuntimeError(str(q.exception()))
     triggers = []
+    by_batch = {st["batch"]: st for st in stats}
     for p in q.recentProgress:
         op = (p.get("stateOperators") or [{}])[0]
-        triggers.append({"batch": p["batchId"], "rows_in": p["numInputRows"],
+        st = by_batch.get(p["batchId"], {})
+        n_keys = keys[p["batchId"]] if p["batchId"] < len(keys) else 0
+        triggers.append({"batch": p["batchId"], "rows_in": p["numInputRows"], "keys": n_keys,
+                         "python_cpu_s": st.get("python_cpu_s"), "jvm_cpu_s": st.get("jvm_cpu_s"),
                          "trigger_ms": p["durationMs"].get("triggerExecution"),
                          "add_batch_ms": p["durationMs"].get("addBatch"),
                          "state_rows": op.get("numRowsTotal"), "state_updated": op.get("numRowsUpdated"),
@@ -274,11 +324,14 @@ def scale_main(args: argparse.Namespace) -> int:
         print(f"state at scale: {args.scale_producers:,} producer ids, {args.scale_open:,} open, "
               f"{args.scale_partitions} partitions; {len(files)} event files written in "
               f"{time.perf_counter() - t0:.1f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
+        # The HDFS-backed store keeps every key's row in the executor's heap (local mode: the
+        # driver's), in up to spark.sql.streaming.maxBatchesToRetainInMemory versions.
         spark = spark_session(app="txnwatch-state-scale", master=args.master,
-                              conf={"spark.sql.shuffle.partitions": str(args.shuffle_partitions)})
+                              conf={"spark.sql.shuffle.partitions": str(args.shuffle_partitions),
+                                    "spark.driver.memory": args.driver_memory})
         results = []
         for store in args.store:
-            r = measure_scale(spark, store, work / "events", work, len(files),
+            r = measure_scale(spark, store, work / "events", work, [n for _p, n in files],
                               shuffle_partitions=args.shuffle_partitions, timeout_s=args.timeout)
             r["load_average"] = round(os.getloadavg()[0], 2)
             results.append(r)
@@ -299,11 +352,21 @@ def scale_main(args: argparse.Namespace) -> int:
 
 def _print_scale(r: dict, args: argparse.Namespace) -> None:
     print(f"{r['store']}: {r['seconds']} s for {len(r['triggers'])} triggers, load average {r['load_average']}")
-    print(f"  {'batch':>5} {'rows in':>9} {'trigger ms':>10} {'state upd ms':>12} {'commit ms':>9} "
-          f"{'state rows':>10} {'state mem B':>13}")
+    print(f"  {'batch':>5} {'rows in':>9} {'keys':>8} {'trigger ms':>10} {'state upd ms':>12} {'commit ms':>9} "
+          f"{'state rows':>10} {'state mem B':>13} {'py CPU s':>8} {'py ms/key':>9} {'jvm CPU s':>9}")
     for t in r["triggers"]:
-        print(f"  {t['batch']:>5} {t['rows_in']:>9,} {t['trigger_ms'] or 0:>10,} {t['state_update_ms'] or 0:>12,} "
-              f"{t['state_commit_ms'] or 0:>9,} {t['state_rows'] or 0:>10,} {t['state_memory_bytes'] or 0:>13,}")
+        py, jvm, k = t.get("python_cpu_s"), t.get("jvm_cpu_s"), t.get("keys") or 0
+        per_key = f"{1000 * py / k:.3f}" if py is not None and k else "-"
+        print(f"  {t['batch']:>5} {t['rows_in']:>9,} {k:>8,} {t['trigger_ms'] or 0:>10,} "
+              f"{t['state_update_ms'] or 0:>12,} {t['state_commit_ms'] or 0:>9,} {t['state_rows'] or 0:>10,} "
+              f"{t['state_memory_bytes'] or 0:>13,} {py if py is not None else float('nan'):>8.1f} {per_key:>9} "
+              f"{jvm if jvm is not None else float('nan'):>9.1f}")
+    fill = [t for t in r["triggers"] if t["batch"] < args.scale_files and t.get("python_cpu_s") is not None]
+    if fill:
+        py = sum(t["python_cpu_s"] for t in fill)
+        k = sum(t["keys"] for t in fill)
+        print(f"  Python workers' CPU while the producer ids came in: {py:,.1f} s for {k:,} keys = "
+              f"{1000 * py / max(k, 1):.3f} ms per key (JVM {sum(t['jvm_cpu_s'] for t in fill):,.1f} s)")
     steady = [t for t in r["triggers"] if t["batch"] >= args.scale_files]
     last = r["triggers"][-1] if r["triggers"] else {}
     rows = last.get("state_rows") or 0
@@ -352,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--scale-files", type=int, default=10, help="triggers that bring the producers in")
     g.add_argument("--scale-triggers", type=int, default=5, help="steady-state triggers after that")
     g.add_argument("--scale-touch", type=int, default=1000, help="events per steady-state trigger")
+    g.add_argument("--driver-memory", default="4g", help="spark.driver.memory (local mode: the executor's heap too)")
     g.add_argument("--timeout", type=float, default=3600.0, help="seconds per store before the query is stopped")
     args = ap.parse_args(argv)
     if args.scale_producers:
