@@ -21,6 +21,7 @@ from typing import Any
 
 from streaming.broker_evidence import BrokerEvidence, LookbackResult
 from streaming.clock_guard import DEFAULT_TOLERANCE_MS, is_outlier, wall_clock_ms
+from streaming.gc_pause import collector_paused
 from streaming.verdict import (
     DescribedTransaction,
     DescribeProducersAnswer,
@@ -462,7 +463,9 @@ class Enricher:
                "last_batch_id": self.last_batch_id, "end_proven": self.end_proven, "read_end": self.read_end,
                "sources": self.sources, "newest_ts": self.newest_ts, "crc_gaps": self.crc_gaps,
                "broker_ends": self.broker_ends}
-        _write_text(self.path, json.dumps(doc))
+        with collector_paused():  # the encoder's item tuples would start full collections (gc_pause)
+            text = json.dumps(doc)
+        _write_text(self.path, text)
 
     def observe_open_sets(self, rows: list[dict[str, Any]]) -> None:
         """Replace each reporting producer's open-transaction set (state ``open_set`` rows)."""
