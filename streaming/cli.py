@@ -129,12 +129,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
         engine = "local" if small and not quality and not on_cluster else "spark"
     spark = None
     if engine == "spark":
-        from streaming.pipeline import spark_session
-
         ensure_java()
-        from streaming.config import spark_conf
-
-        spark = spark_session(master=args.master or cfg.streaming.master, conf=spark_conf(cfg.streaming))
+        spark = scan_session(cfg, args.paths, master=args.master)
     findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark, topic=args.topic,
                                 partition=args.partition, engine=engine,
                                 end_offsets=broker_end_offsets(cfg) if args.bootstrap_server else None)
@@ -148,6 +144,30 @@ def cmd_scan(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(format_table(findings))
     return 2 if any(a["status"] == HANGING for a in findings) else 0
+
+
+#: ``scan --engine spark`` of inputs up to this size uses one shuffle partition: the state of a
+#: scan lives in a temporary checkpoint, so its partitioning need not suit a later restart, and a
+#: second partition only starts a second Python worker for the state operator (~1 CPU s on the
+#: one-batch scan, issue 23) without anything to run in parallel on it.
+SCAN_ONE_PARTITION_BYTES = 32 << 20
+
+
+def scan_session(cfg: Config, paths: list[str], *, master: str | None = None):
+    """The SparkSession of a one-shot scan: the config's Spark settings, the JVM options for a
+    short run (``streaming.spark_session.SHORT_RUN_CONF``), and one shuffle partition for small
+    inputs (:data:`SCAN_ONE_PARTITION_BYTES`)."""
+    from streaming.config import spark_conf
+    from streaming.spark_session import spark_session
+
+    conf = spark_conf(cfg.streaming)
+    try:
+        small = _input_bytes(paths) <= SCAN_ONE_PARTITION_BYTES
+    except OSError:  # a path that vanished: the read reports it (a gap); keep the config's partitions
+        small = False
+    if small:
+        conf["spark.sql.shuffle.partitions"] = "1"
+    return spark_session(master=master or cfg.streaming.master, conf=conf, short_run=True)
 
 
 def scan_quality(spark, paths: list[str], cluster: str, quality: QualityConfig,
@@ -219,17 +239,14 @@ def scan_paths(paths: list[str], cfg: Config, *, as_of_ms: int | None = None,
     state function and writer in this process without Spark (:mod:`streaming.local_engine`).
     ``end_offsets``: the broker's ListOffsets lookup (:func:`broker_end_offsets`), or None.
     """
-    from streaming.config import spark_conf
     from streaming.microbatch import SinkSet
     from streaming.runner import alert_config, file_source_options
 
     if engine not in ("spark", "local"):
         raise UsageError(f"scan engine: expected spark or local, got {engine!r}")
-    if engine == "spark":
-        from streaming.pipeline import spark_session
-
+    if engine == "spark" and spark is None:
         ensure_java()
-        spark = spark or spark_session(master=master or cfg.streaming.master, conf=spark_conf(cfg.streaming))
+        spark = scan_session(cfg, paths, master=master)
     check_txn_partition_count(paths, cfg.coordinator.txn_state_partitions, topic=topic, partition=partition)
     dirs = [p for p in paths if os.path.isdir(p)]
     files = [p for p in paths if not os.path.isdir(p)]

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import sys
 import time
 from typing import Any
 
@@ -29,60 +27,14 @@ from streaming.availability import Availability
 from streaming.broker_evidence import BrokerEvidence
 from streaming.microbatch import BatchWriter, SinkSet, detect, spark_foreach_batch
 from streaming.pinned_lso import PinnedLso
+from streaming.spark_session import SPARK_DEFAULTS, register_sources, spark_session
 from streaming.state_machine import EngineConfig
 
 log = logging.getLogger("txnwatch")
 
-# txnwatch's Spark settings (the config and spark-submit --conf win over them).
-SPARK_DEFAULTS: dict[str, str] = {
-    "spark.sql.shuffle.partitions": "4",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.python.worker.reuse": "true",
-    "spark.sql.streaming.stateStore.providerClass":
-        "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-}
-
-
-def spark_session(app: str = "txnwatch", master: str | None = None, conf: dict[str, str] | None = None):
-    """The SparkSession used by the CLI and tests (Python workers run this interpreter)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    b = SparkSession.builder.appName(app)
-    # Under spark-submit the master (and the cluster's settings) come from the submit command:
-    # PYSPARK_GATEWAY_PORT is set because the JVM is already running. Never override them then.
-    if master and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        b = b.master(master)
-    defaults = dict(SPARK_DEFAULTS)
-    defaults.update(conf or {})
-    given: set[str] = set()
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
-        # spark-submit --conf (and spark-defaults.conf) win over txnwatch's defaults and config.
-        from pyspark import SparkConf, SparkContext
-
-        SparkContext._ensure_initialized()
-        given = {k for k, _ in SparkConf().getAll()}
-    for k, v in defaults.items():
-        if k not in given:
-            b = b.config(k, v)
-    spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    register_sources(spark)
-    return spark
-
-
-def register_sources(spark) -> None:
-    from streaming.sources.dumps import DumpsDataSource
-    from streaming.sources.kafka import KafkaDataSource
-    from streaming.sources.segments import SegmentsDataSource
-
-    spark.dataSource.register(SegmentsDataSource)
-    spark.dataSource.register(DumpsDataSource)
-    spark.dataSource.register(KafkaDataSource)
+# The session itself lives in streaming.spark_session (no pandas there: the benchmark's floor
+# imports it); re-exported here for the callers that always imported it from this module.
+__all__ = ["SPARK_DEFAULTS", "register_sources", "spark_session", "start_query", "stop_gracefully"]
 
 
 def start_query(spark, source_format: str, options: dict[str, str], cfg: EngineConfig, alert_cfg: AlertConfig,
