@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from streaming.alerts import AlertConfig, Enricher
     from streaming.config import Config, engine_config
     from streaming.event_rows import table_rows
+    from streaming.gc_pause import collector_paused
     from streaming.microbatch import BatchWriter, SinkSet
     from streaming.runner import file_source_options
     from streaming.sources import logdir
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         keep("read (decode, events, reduction, proofs)", t, c)
         logdir.PLAN_SCANS = None
         t, c = time.perf_counter(), time.process_time()
-        with le.gc_paused():  # as LocalStates.micro_batch runs it
+        with collector_paused():  # as LocalStates.micro_batch runs it
             table = pa.Table.from_batches(out)
             grouped = table_rows(table)
         keep("event rows (Arrow table -> rows per producer)", t, c)

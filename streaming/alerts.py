@@ -21,6 +21,7 @@ from typing import Any
 
 from streaming.broker_evidence import BrokerEvidence, LookbackResult
 from streaming.clock_guard import DEFAULT_TOLERANCE_MS, is_outlier, wall_clock_ms
+from streaming.gc_pause import collector_paused
 from streaming.verdict import (
     DescribedTransaction,
     DescribeProducersAnswer,
@@ -384,6 +385,33 @@ def _sig(alert: dict[str, Any]) -> list[Any]:
             alert["coordinator_epoch_source"], list(alert.get("unverified_reasons") or [])]
 
 
+class _EntriesText:
+    """The JSON text of one dict whose entries change a few at a time (the enricher's
+    per-partition maps: one entry per partition of the cluster, a few thousand changed per
+    trigger): each entry's text is kept and only the entries marked changed are encoded again,
+    so a save costs the changes and a join instead of encoding every partition every trigger.
+    The text is what ``json.dumps`` gives for the dict. A dict replaced, or grown or shrunk by
+    other code than the marking one, is encoded again whole."""
+
+    def __init__(self) -> None:
+        self.src: dict[str, Any] | None = None
+        self.parts: dict[str, str] = {}
+        self.changed: set[str] = set()
+
+    def text(self, d: dict[str, Any]) -> str:
+        if d is self.src:
+            for k in self.changed:
+                if k in d:
+                    self.parts[k] = f"{json.dumps(k)}: {json.dumps(d[k])}"
+                else:
+                    self.parts.pop(k, None)
+        if d is not self.src or len(d) != len(self.parts):
+            self.src = d
+            self.parts = {k: f"{json.dumps(k)}: {json.dumps(v)}" for k, v in d.items()}
+        self.changed.clear()
+        return "{" + ", ".join(self.parts.values()) + "}"
+
+
 class Enricher:
     """Driver-side memory of the alert stream: latest progress per partition (and, for
     ``__transaction_state`` partitions, the latest read time, highest leader epoch and the
@@ -393,7 +421,9 @@ class Enricher:
     Persisted as one JSON file (atomically replaced; through Hadoop's FileSystem for checkpoint
     URLs) beside the checkpoint, with the last micro-batch id written, so a micro-batch that Spark
     replays after a failure is not published twice and a restart keeps enriching alerts fired by
-    timers before any new progress arrives.
+    timers before any new progress arrives. ``partitions``, ``end_proven`` and ``sources`` (an
+    entry per partition) change only in :meth:`observe_progress`, which marks the entries that
+    :meth:`save` encodes again (the others keep their text from the save before).
 
     ``broker``: the live cluster's answers (:class:`streaming.broker_evidence.BrokerEvidence`);
     None for files and dumps. Its answers are cached per finding key (``answers``).
@@ -433,6 +463,8 @@ class Enricher:
         # offset} (ListOffsets latest), asked once per partition; None: no broker to ask.
         self.end_offsets = end_offsets
         self.broker_ends: dict[str, int | None] = {}
+        # save()'s text of the per-partition maps, kept per entry (changed only by observe_progress)
+        self._entries = {"partitions": _EntriesText(), "end_proven": _EntriesText(), "sources": _EntriesText()}
         text = _read_text(path) if path else None
         if text:
             doc = json.loads(text)
@@ -456,13 +488,17 @@ class Enricher:
     def save(self) -> None:
         if not self.path:
             return
-        doc = {"partitions": self.partitions, "coord_epochs": self.coord_epochs, "txn_read_ms": self.txn_read_ms,
+        doc = {"coord_epochs": self.coord_epochs, "txn_read_ms": self.txn_read_ms,
                "txn_partition_count": self.txn_partition_count, "active": self.active, "pending": self.pending,
                "answers": self.answers, "open_txns": self.open_txns, "clock": self.clock,
-               "last_batch_id": self.last_batch_id, "end_proven": self.end_proven, "read_end": self.read_end,
-               "sources": self.sources, "newest_ts": self.newest_ts, "crc_gaps": self.crc_gaps,
-               "broker_ends": self.broker_ends}
-        _write_text(self.path, json.dumps(doc))
+               "last_batch_id": self.last_batch_id, "read_end": self.read_end,
+               "newest_ts": self.newest_ts, "crc_gaps": self.crc_gaps, "broker_ends": self.broker_ends}
+        with collector_paused():  # the encoder's item tuples would start full collections (gc_pause)
+            # the per-partition maps (the bulk at 200,000 partitions) encode only their changed entries
+            per_partition = "".join(f", {json.dumps(name)}: {ent.text(getattr(self, name))}"
+                                    for name, ent in self._entries.items())
+            text = json.dumps(doc)[:-1] + per_partition + "}"
+        _write_text(self.path, text)
 
     def observe_open_sets(self, rows: list[dict[str, Any]]) -> None:
         """Replace each reporting producer's open-transaction set (state ``open_set`` rows)."""
@@ -492,6 +528,8 @@ class Enricher:
 
     def observe_progress(self, row: dict[str, Any]) -> None:
         key = f"{row['topic']}-{int(row['partition'])}"
+        for ent in self._entries.values():  # what save() encodes again
+            ent.changed.add(key)
         cur = self.partitions.setdefault(key, {})
         for f in ("high_watermark", "lso", "log_start_offset"):
             v = _int(row.get(f))

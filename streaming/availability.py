@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from streaming.gc_pause import collector_paused
 from streaming.vocab import ALERT_SCHEMA_VERSION, AVAILABILITY_STATUSES, AVAILABLE, UNAVAILABLE
 
 UNAVAILABLE_PREFIX = "unavailable: "
@@ -53,6 +54,7 @@ class Availability:
         self.path = path
         text = _read_text(path) if path else None
         doc = json.loads(text) if text else {}
+        self._saved = text  # the file's text as last read or written: an unchanged one is not written again
         self.down: dict[str, dict[str, Any]] = doc.get("down", {})
         self.last_read: dict[str, int] = doc.get("last_read", {})
         self.lagging: dict[str, str] = doc.get("lagging", {})  # "topic-partition" -> topic
@@ -60,9 +62,13 @@ class Availability:
     def save(self) -> None:
         from streaming.alerts import _write_text
 
-        if self.path:
-            _write_text(self.path, json.dumps({"down": self.down, "last_read": self.last_read,
-                                               "lagging": self.lagging}))
+        if not self.path:
+            return
+        with collector_paused():  # last_read has an entry per partition (gc_pause)
+            text = json.dumps({"down": self.down, "last_read": self.last_read, "lagging": self.lagging})
+        if text != self._saved:  # the same text is already in the file (atomically replaced)
+            _write_text(self.path, text)
+            self._saved = text
 
     def not_read_through_now(self) -> set[str]:
         """``topic-partition`` names whose new verdicts must wait: unavailable or lagging."""

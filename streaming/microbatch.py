@@ -37,13 +37,11 @@ its state in memory only: it serves one scan, or one test, with nothing to resta
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +51,7 @@ from streaming.alerts import Enricher
 from streaming.availability import Availability
 from streaming.event_rows import EventRecord, as_rows, event_time_of, table_rows
 from streaming.events import FIELD_NAMES
+from streaming.gc_pause import collector_paused
 from streaming.pinned_lso import PinnedLso
 from streaming.state_machine import (
     OUT_FIELDS,
@@ -246,23 +245,6 @@ def _frame_events(events: pd.DataFrame) -> tuple[dict[int, list[dict[str, Any]]]
     return by_pid, None if newest is pd.NaT else int(newest.value // 1_000_000)
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for a block, restored after it. A large micro-batch makes
-    a tuple per event and a few dicts per producer and partition, none of them in a reference
-    cycle: the collector's passes over them (one per 700 allocations, and full ones as they pile
-    up) found nothing and cost about a third of the CPU of turning the pipeline benchmark's table
-    into rows and an eighth of applying them. Reference counting still frees everything as
-    before."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 class LocalStates:
     """In-process adapter of step 2: the state operator's keys across micro-batches, in memory,
     in Spark's order: each micro-batch calls the state function for every key with events (at
@@ -284,7 +266,7 @@ class LocalStates:
     def micro_batch(self, events: pd.DataFrame | pa.Table | None) -> list[dict[str, Any]]:
         """The state operator's output rows for one micro-batch of ``events`` (an event frame or
         Arrow table; None: no data)."""
-        with gc_paused():
+        with collector_paused():
             return self._micro_batch(events)
 
     def _micro_batch(self, events: pd.DataFrame | pa.Table | None) -> list[dict[str, Any]]:

@@ -90,12 +90,17 @@ class PinnedLso:
         self.required_permission = required_permission
         text = _read_text(path) if path else None
         self.pinned: dict[str, dict[str, Any]] = json.loads(text).get("pinned", {}) if text else {}
+        self._saved = text  # the file's text as last read or written: an unchanged one is not written again
 
     def save(self) -> None:
         from streaming.alerts import _write_text
 
-        if self.path:
-            _write_text(self.path, json.dumps({"pinned": self.pinned}))
+        if not self.path:
+            return
+        text = json.dumps({"pinned": self.pinned})
+        if text != self._saved:  # the same text is already in the file (atomically replaced)
+            _write_text(self.path, text)
+            self._saved = text
 
     def observe(self, progress: Iterable[dict[str, Any]], open_txns: Iterable[dict[str, Any]], now_ms: int | None,
                 unreadable: set[str], broker: Any = None) -> list[dict[str, Any]]:

@@ -17,6 +17,45 @@ def test_local_round_trip(tmp_path):
     assert again.last_batch_id == 4 and again.partitions == {"t-0": {"lso": 3}}
 
 
+
+def _progress(partition: int, hw: int, lso: int, end_proven: bool) -> dict:
+    return {"topic": "t", "partition": partition, "high_watermark": hw, "lso": lso, "log_start_offset": 0,
+            "end_proven": end_proven, "source": "kafka", "now_ms": 1000}
+
+
+def test_saves_after_a_few_changed_partitions_restore_every_partition(tmp_path):
+    # save() encodes only the per-partition entries progress changed since the save before; a
+    # restart must still read every partition's latest facts (and none of an earlier save's).
+    path = str(tmp_path / "ck" / "txnwatch-sink.json")
+    e = Enricher(AlertConfig(), path)
+    for p in range(3):
+        e.observe_progress(_progress(p, 10, 10, True))
+    e.last_batch_id = 0
+    e.save()
+    e.observe_progress(_progress(1, 20, 15, False))  # partition 1 moves, its LSO held by an open txn
+    e.observe_progress(_progress(3, 5, 5, True))  # a new partition
+    e.last_batch_id = 1
+    e.save()
+    e.observe_progress(_progress(2, 30, 30, True))
+    e.last_batch_id = 2
+    e.save()
+    again = Enricher(AlertConfig(), path)
+    assert again.last_batch_id == 2
+    assert again.partitions == {"t-0": {"high_watermark": 10, "lso": 10, "log_start_offset": 0},
+                                "t-1": {"high_watermark": 20, "lso": 15, "log_start_offset": 0},
+                                "t-2": {"high_watermark": 30, "lso": 30, "log_start_offset": 0},
+                                "t-3": {"high_watermark": 5, "lso": 5, "log_start_offset": 0}}
+    assert again.end_proven == {"t-0": True, "t-1": False, "t-2": True, "t-3": True}
+    assert again.sources == {"t-0": "kafka", "t-1": "kafka", "t-2": "kafka", "t-3": "kafka"}
+    # the restarted one saves incrementally too, and a map replaced by other code is written whole
+    again.observe_progress(_progress(0, 11, 11, True))
+    again.end_proven = {"t-0": False}
+    again.last_batch_id = 3
+    again.save()
+    third = Enricher(AlertConfig(), path)
+    assert third.partitions["t-0"] == {"high_watermark": 11, "lso": 11, "log_start_offset": 0}
+    assert third.partitions["t-1"]["lso"] == 15 and third.end_proven == {"t-0": False}
+
 @pytest.mark.spark
 def test_hadoop_filesystem_round_trip(spark, tmp_path, monkeypatch):
     # Treat a file: URL as a remote checkpoint so the write/read go through Hadoop's FileSystem

@@ -142,3 +142,17 @@ def test_recreated_topic_past_the_old_offsets_is_told_apart_at_the_next_refresh(
         new = w.offsets([("orders", 0)])[("orders", 0)]
     assert same.high_watermark == new.high_watermark == 20
     assert same.topic_id == old.topic_id != new.topic_id
+
+
+def test_kafka_python_routes_node_ids_from_the_brokers_alone(broker):
+    # kafka-python's ClusterMetadata only routes node ids for this client (SocketTransport.nodes /
+    # address); the partitions are the MetadataCache's. Handing it whole answers made it keep every
+    # decoded partition object until the next answer (fails before this change: it held them).
+    with KafkaWire(broker.bootstrap_servers, **FAST) as w:
+        found = discover(w)
+        assert found == {"orders": [0, 1], "payments": [0], TXN: [0, 1]}
+        cluster = w._transport._manager.cluster
+        assert cluster._partitions == {} and cluster._broker_partitions == {}
+        assert sorted(w._transport.nodes()) == sorted(b.node_id for b in cluster.brokers()) and len(cluster.brokers()) == 2
+        assert all(w._transport.address(n) is not None for n in w._transport.nodes())
+        assert w.offsets([("orders", 0)])[("orders", 0)].high_watermark == 13  # routed to its leader

@@ -31,6 +31,7 @@ from typing import Any
 import kafka.errors as Errors
 from kafka.protocol.metadata import MetadataRequest
 
+from streaming.gc_pause import collector_paused
 from streaming.sources.kafka_client.core import ClientCore
 from streaming.sources.kafka_client.errors import (
     REBOOTSTRAP_REQUIRED,
@@ -66,8 +67,9 @@ def _node(core: ClientCore) -> Any:
 
 
 async def request(core: ClientCore, topics: list[str] | None, attempts: Attempts | None) -> Any:
-    """One successful Metadata answer for ``topics`` (None: all topics), retried; the cache and
-    the transport's broker list are updated from it."""
+    """One successful Metadata answer for ``topics``, retried; the cache and the transport's
+    broker list are updated from it. ``topics`` None asks for all topics and returns None (the
+    cache holds the answer: see :mod:`streaming.gc_pause`)."""
     attempts = attempts or Attempts(core, "Metadata request")
     while True:
         node = _node(core)
@@ -80,31 +82,57 @@ async def request(core: ClientCore, topics: list[str] | None, attempts: Attempts
         )
 
         async def ask(node=node, req=req):
-            return await core._send(node, req)
+            pending = await core._send_nowait(node, req)
+            return pending, await core._await_body(pending)
 
         # any broker can answer Metadata: one that does not within broker_timeout_ms is
         # left for another (per_node remembers it as stalled)
-        response = (await per_node(core._transport, core._transport.wait_for, {node: ask},
-                                   core._config["broker_timeout_ms"], core._stalled))[node]
-        if isinstance(response, BaseException):
-            if not isinstance(response, NodeDeadline) and not retriable_exception(response):
-                raise KafkaWireError(f"Metadata request to {core._node_desc(node)} failed: "
-                                     f"{describe(response)}") from response
-            await attempts.failed(response, node)
+        got = (await per_node(core._transport, core._transport.wait_for, {node: ask},
+                              core._config["broker_timeout_ms"], core._stalled))[node]
+        # the answer is decoded, taken in and dropped without cyclic collection (gc_pause)
+        with collector_paused():
+            outcome = _take(core, node, got, topics)
+        if isinstance(outcome, _Retry):
+            await attempts.failed(outcome.why, node)
             continue
-        top_error = getattr(response, "error_code", 0) or 0  # Metadata v13+ (KIP-1102)
-        if top_error:
-            if top_error != REBOOTSTRAP_REQUIRED and not Errors.for_code(top_error).retriable:
-                raise KafkaWireError(f"Metadata request to {core._node_desc(node)} failed: "
-                                     f"{error_name(top_error)}", error_code=top_error)
-            await attempts.failed(f"Metadata top-level error {error_name(top_error)}", node)
-            continue
-        if not response.brokers:
-            await attempts.failed("Metadata response without brokers", node)
-            continue
-        core._transport.update_cluster(response)
-        core._cache.apply(response, topics)
-        return response
+        return outcome
+
+
+class _Retry:
+    """An answer to ask again for (``why``: the exception or reason, for ``Attempts.failed``)."""
+
+    def __init__(self, why: Any) -> None:
+        self.why = why
+
+
+def _take(core: ClientCore, node: Any, got: Any, topics: list[str] | None) -> Any:
+    """One broker's Metadata answer (``(pending, body)`` or the exception of its request) into
+    the cache and the transport's broker list: the decoded answer (None for an all-topics
+    request: the cache holds what it said, and dropping it here frees it while the collector is
+    paused), or a :class:`_Retry`; raises on an error asking again cannot cure."""
+    if not isinstance(got, BaseException):
+        pending, body = got
+        try:
+            got = core._decode(pending, body)
+        except Exception as exc:  # undecodable: KafkaProtocolError, asked again as before
+            got = exc
+    response = got
+    if isinstance(response, BaseException):
+        if not isinstance(response, NodeDeadline) and not retriable_exception(response):
+            raise KafkaWireError(f"Metadata request to {core._node_desc(node)} failed: "
+                                 f"{describe(response)}") from response
+        return _Retry(response)
+    top_error = getattr(response, "error_code", 0) or 0  # Metadata v13+ (KIP-1102)
+    if top_error:
+        if top_error != REBOOTSTRAP_REQUIRED and not Errors.for_code(top_error).retriable:
+            raise KafkaWireError(f"Metadata request to {core._node_desc(node)} failed: "
+                                 f"{error_name(top_error)}", error_code=top_error)
+        return _Retry(f"Metadata top-level error {error_name(top_error)}")
+    if not response.brokers:
+        return _Retry("Metadata response without brokers")
+    core._transport.update_cluster(response)
+    core._cache.apply(response, topics)
+    return None if topics is None else response
 
 
 async def partitions(core: ClientCore, topics: list[str] | None, pattern: str | None,

@@ -108,30 +108,46 @@ class MetadataCache:
     def apply(self, response: Any, topics: list[str] | None = None) -> None:
         """Take in one Metadata answer to a request for ``topics`` (None: all topics)."""
         now = time.monotonic()
+        # Java's MetadataResponse.hasReliableLeaderEpochs: leader epochs of answers before v9 are
+        # not believed (KAFKA-9212: pre-2.4 controllers could propagate a stale epoch), and
+        # Metadata.updateLatestMetadata then forgets the last seen one, as for an answer without.
+        version = getattr(response, "API_VERSION", None)
+        reliable = version is None or version >= 9
         if topics is None:  # an all-topics answer replaces the discovery cache
-            self.topics = {t.name: (bool(t.is_internal), sorted(p.partition_index for p in t.partitions), now)
-                           for t in response.topics if t.error_code == 0 and t.name is not None}
+            self.topics = {t.name: self._listing(t, now) for t in response.topics
+                           if t.error_code == 0 and t.name is not None}
             self.all_topics_at = now
         for t in response.topics:
             if t.name is None:
                 continue
             if topics is not None:
                 if t.error_code == 0:
-                    self.topics[t.name] = (bool(t.is_internal), sorted(p.partition_index for p in t.partitions), now)
+                    self.topics[t.name] = self._listing(t, now)
                 else:
                     self.topics.pop(t.name, None)
             if t.error_code == 0:
                 topic_id = getattr(t, "topic_id", None)
                 new_id = str(topic_id) if topic_id is not None and topic_id.int != 0 else None  # zero: v < 10
-                self.leaders[t.name] = self._latest_leaders(t, new_id)
+                self._latest_leaders(t, new_id, reliable)
                 if new_id is not None:
                     self.topic_ids[t.name] = new_id
             elif t.error_code in (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_TOPIC_EXCEPTION):
                 self.leaders.pop(t.name, None)
                 self.epochs.pop(t.name, None)
 
-    def _latest_leaders(self, t: Any, new_id: str | None) -> dict[int, int]:
-        """Partition -> leader from one Metadata topic answer, never older than what was seen.
+    def _listing(self, t: Any, now: float) -> tuple[bool, list[int], float]:
+        """Discovery's entry of one topic answer; the partition list of the entry before when it
+        is the same, so that callers comparing listings find the same object."""
+        parts = sorted(p.partition_index for p in t.partitions)
+        old = self.topics.get(t.name)
+        if old is not None and old[1] == parts:
+            parts = old[1]
+        return bool(t.is_internal), parts, now
+
+    def _latest_leaders(self, t: Any, new_id: str | None, reliable: bool = True) -> None:
+        """Partition -> leader (``leaders``) and -> leader epoch (``epochs``) from one Metadata
+        topic answer, never older than what was seen. When both equal what the cache holds, the
+        cache keeps its dicts, so :meth:`routing_arrays` keeps its arrays (no rebuild per refresh).
 
         Java's ``Metadata.updateLatestMetadata``: a partition whose leader epoch (v7+) is below the
         last seen one keeps the cached leader (the answering broker's metadata cache lags: every
@@ -145,7 +161,7 @@ class MetadataCache:
         epochs: dict[int, int] = {}
         for p in t.partitions:
             i = p.partition_index
-            epoch = getattr(p, "leader_epoch", -1)
+            epoch = getattr(p, "leader_epoch", -1) if reliable else -1
             epoch = -1 if epoch is None else epoch
             seen = old_epochs.get(i)
             if epoch >= 0 and seen is not None and epoch < seen and not recreated and i in old_leaders:
@@ -156,5 +172,7 @@ class MetadataCache:
             leaders[i] = p.leader_id
             if epoch >= 0:
                 epochs[i] = epoch
-        self.epochs[t.name] = epochs
-        return leaders
+        if leaders != old_leaders or t.name not in self.leaders:
+            self.leaders[t.name] = leaders
+        if epochs != old_epochs or t.name not in self.epochs:
+            self.epochs[t.name] = epochs

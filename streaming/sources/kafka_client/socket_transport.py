@@ -91,6 +91,20 @@ class _Framed:
         return len(payload).to_bytes(4, "big", signed=True) + payload if framed else payload
 
 
+class _BrokersOnly:
+    """A Metadata answer as kafka-python's ``ClusterMetadata.update_metadata`` is given it: the
+    brokers, controller and cluster id, and no topics (see ``SocketTransport.update_cluster``)."""
+
+    __slots__ = ("API_VERSION", "brokers", "cluster_id", "controller_id", "topics")
+
+    def __init__(self, metadata: Any) -> None:
+        self.API_VERSION = metadata.API_VERSION
+        self.brokers = metadata.brokers
+        self.controller_id = getattr(metadata, "controller_id", None)
+        self.cluster_id = getattr(metadata, "cluster_id", None)
+        self.topics: list[Any] = []
+
+
 def _shutdown(net: NetworkSelector, manager: KafkaConnectionManager) -> None:
     try:
         if net._io_thread is not None and threading.current_thread() is not net._io_thread:
@@ -218,7 +232,12 @@ class SocketTransport:
         return None if meta is None else (meta.host, meta.port)
 
     def update_cluster(self, metadata: Any) -> None:
-        self._manager.cluster.update_metadata(metadata)  # kafka-python routes node ids with it
+        # kafka-python routes node ids with the answer's brokers; nothing of ours reads its
+        # per-partition view (MetadataCache keeps leaders and epochs). Handing it the topics too
+        # made it build a dict entry and a TopicPartition per partition and keep every decoded
+        # partition object alive until the next answer: at 200,000 partitions a large part of a
+        # refresh, and about a million long-lived objects for every full GC to walk.
+        self._manager.cluster.update_metadata(_BrokersOnly(metadata))
 
     def least_loaded_node(self) -> NodeId | None:
         return self._manager.least_loaded_node()
