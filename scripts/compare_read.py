@@ -66,6 +66,7 @@ def load_reference(tree: str) -> tuple[Callable[[Any, dict[str, Any]], Any], Cal
         return table.to_arrow() if len(table) else None
 
     read.wire_class = ref_wire.KafkaWire
+    read.module = ref
     return read, ref_clients.close_wires
 
 

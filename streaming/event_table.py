@@ -19,7 +19,9 @@ pass for the rows of thousands of partitions instead of one per partition.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -81,16 +83,20 @@ class EventTable:
 
 def _row_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """Row dicts as columns; a field None on every row is left out (null all the same: a row of
-    ``events.make_row`` has every field, most of them None)."""
-    names: dict[str, None] = {}
-    for r in rows:
-        names.update(dict.fromkeys(r))
-    cols = {}
-    for k in names:
-        col = [r.get(k) for r in rows]
-        if any(v is not None for v in col):
-            cols[k] = col
-    return cols
+    ``events.make_row`` has every field, most of them None). Transposed by C loops (itemgetter,
+    zip): the live source's group has thousands of progress rows per trigger."""
+    names = list(dict.fromkeys(itertools.chain.from_iterable(rows)))
+    if not rows or not names:
+        return {}
+    try:
+        if len(names) == 1:
+            cols = {names[0]: [r[names[0]] for r in rows]}
+        else:  # every row has every field (make_row's rows): one tuple per row, transposed
+            cols = dict(zip(names, map(list, zip(*map(operator.itemgetter(*names), rows), strict=True)),
+                            strict=True))
+    except KeyError:
+        cols = {k: [r.get(k) for r in rows] for k in names}
+    return {k: col for k, col in cols.items() if any(map(operator.is_not, col, itertools.repeat(None)))}
 
 
 def _is_null(v: Any) -> bool:
@@ -132,18 +138,22 @@ def _arrow_part(n: int, v: Any, pa_type: Any, pa: Any) -> Any:
     if isinstance(v, np.ndarray):
         return pa.array(v, type=pa_type, from_pandas=True)
     if isinstance(v, list):
-        return pa.array(_object_cells(v), type=pa_type, from_pandas=True)
+        # a plain string column straight from the list (the same conversion); a list column's
+        # cells are lists themselves and must not become a 2-d array on the way
+        cells = v if pa_type == pa.string() else _object_cells(v)
+        return pa.array(cells, type=pa_type, from_pandas=True)
     if _is_null(v):
         return pa.nulls(n, pa_type)
     return pa.repeat(pa.scalar(v, type=pa_type), n)
 
 
 def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> Any:
-    """An integer, boolean or timestamp column from the parts' arrays, lists and scalars."""
+    """An integer, boolean or timestamp column from the parts' arrays (numpy or Arrow), lists and
+    scalars."""
     import pandas as pd
 
     target = np.bool_ if typ == "bool" else np.int64
-    if not any(isinstance(v, (np.ndarray, list)) for _, v in values):
+    if not any(isinstance(v, (np.ndarray, list, pa.Array)) for _, v in values):
         # one value per part (partition, event time, stamps): repeated, nulls masked
         null = np.array([_is_null(v) for _, v in values])
         lengths = [n for n, _ in values]
@@ -153,10 +163,15 @@ def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> 
     chunks, masks = [], []
     for n, v in values:
         if isinstance(v, list):
+            v = _list_array(v, typ, pa)
+        if isinstance(v, list):
             mask = np.fromiter((_is_null(x) for x in v), bool, n)
             vals = np.array([False if m else x for x, m in zip(v, mask.tolist(), strict=True)], dtype=object)
             chunks.append(_exact(vals, target))
             masks.append(mask)
+        elif isinstance(v, pa.Array):  # one value per read taken per row (partition_read.data_reads_events)
+            chunks.append(v.fill_null(False if typ == "bool" else 0).to_numpy(zero_copy_only=False))
+            masks.append(v.is_null().to_numpy(zero_copy_only=False) if v.null_count else None)
         elif isinstance(v, np.ndarray):
             if v.dtype == object:
                 mask = pd.isna(v)
@@ -184,6 +199,17 @@ def _numbers(values: list[tuple[int, Any]], typ: str, pa_type: Any, pa: Any) -> 
         mask = np.concatenate([np.zeros(n, dtype=bool) if m is None else m
                                for (n, _), m in zip(values, masks, strict=True)])
     return _typed(vals, typ, pa_type, pa, mask)
+
+
+def _list_array(v: list[Any], typ: str, pa: Any) -> Any:
+    """A list of Python values (ints, bools, None, NaN, NA) as an int64 or bool Arrow array by
+    Arrow's own converter (None, NaN and NA null); the list itself when Arrow refuses a value
+    (a bool in an int column, an int in a bool one, a fraction, an overflow), which the element
+    by element path then converts, or refuses, as before."""
+    try:
+        return pa.array(v, type=pa.bool_() if typ == "bool" else pa.int64(), from_pandas=True)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return v
 
 
 def _typed(vals: np.ndarray, typ: str, pa_type: Any, pa: Any, mask: np.ndarray | None) -> Any:

@@ -74,51 +74,10 @@ def data_event_columns(
     cluster, event time in ms), for a caller
     that gathers many reads column by column (:class:`streaming.event_table.EventTable`).
     A column is float (NaN: null) or object (NaN: null) where the spans or the markers lack it."""
-    n = len(cols["base_offset"])
-    if n == 0:
+    got = data_event_arrays(cols, reduce_from=reduce_from)
+    if got is None:
         return None
-    keep = cols["is_transactional"] & (cols["producer_id"] >= 0) & (cols["crc_valid"] != 0)
-    if not keep.any():
-        return None
-    c = {k: cols[k][keep] for k in (
-        "base_offset", "last_offset", "batch_size", "first_timestamp", "max_timestamp", "producer_id",
-        "producer_epoch", "record_count", "is_control", "control_type", "coordinator_epoch", "position")}
-    # Dumps of 0.11-1.1 do not print the record count (-1) nor the size (0): count nothing then.
-    c["empty"] = c["record_count"] == 0
-    c["record_count"] = c["record_count"].clip(min=0)
-    # Columns (and dtypes) as pandas gave them when this was concat([spans, markers]) of two
-    # frames: a column missing from one part is float64 (ints) or object, with NaN there.
-    is_ctrl = c["is_control"].astype(bool)
-    parts: list[dict[str, np.ndarray]] = []
-    if not is_ctrl.all():
-        spans = _spans(c, is_ctrl)
-        spans["kind"] = np.full(len(spans["producer_id"]), "data", dtype=object)
-        spans["route_pid"] = spans["producer_id"]
-        parts.append(spans)
-    if is_ctrl.any():
-        m = {k: v[is_ctrl] for k, v in c.items()}
-        parts.append({
-            "kind": np.full(len(m["producer_id"]), "marker", dtype=object),
-            "producer_id": m["producer_id"],
-            "route_pid": m["producer_id"],
-            "producer_epoch": m["producer_epoch"],
-            "first_offset": m["base_offset"],
-            "last_offset": m["base_offset"],
-            "first_ts": m["max_timestamp"],
-            "last_ts": m["max_timestamp"],
-            "batch_count": np.ones(len(m["producer_id"]), dtype=np.int64),
-            "record_count": m["record_count"],
-            "bytes": m["batch_size"],
-            "empty_batches": m["empty"].astype(np.int64),
-            "marker": _control_names(m["control_type"]),
-            "coordinator_epoch": m["coordinator_epoch"],
-            "first_position": m["position"],
-        })
-    out = _concat_parts(parts)
-    order = np.argsort(out["first_offset"], kind="stable")
-    out = {k: v[order] for k, v in out.items()}
-    if reduce_from is not None:
-        out = _reduce_arrays(out, reduce_from) or out
+    out, _ = got
     prefix = source_position or f"{topic}-{partition}"
     final: dict[str, Any] = {k: v for k, v in out.items() if k not in ("first_position", "stretch")}
     final["topic"] = topic
@@ -136,6 +95,91 @@ def data_event_columns(
         final["source_position"] = np.array([position_format.format(prefix=prefix, pos=p)
                                              for p in out["first_position"].tolist()], dtype=object)
     return final
+
+
+def data_event_arrays(cols: dict[str, np.ndarray], key: np.ndarray | None = None, *,
+                      reduce_from: int | None = None) -> tuple[dict[str, np.ndarray], np.ndarray | None] | None:
+    """The spans and markers of :func:`data_event_columns` as numpy columns (``first_position``:
+    the batch position a row's ``source_position`` names), None when there is no row.
+
+    ``key`` (one value per batch, ascending): the batches are the reads of several partitions
+    one after another, ``key`` telling which read each batch belongs to. Every read's rows are
+    then exactly what it alone would give (spans and folds never cross two reads; rows ordered
+    by read, then as for one read), one after another; the second value is each row's key.
+    The live source's reads of a broker's partitions, a few batches each, so pay numpy's fixed
+    cost once per group rather than once per partition (issue 23 item 1)."""
+    n = len(cols["base_offset"])
+    if n == 0:
+        return None
+    keep = cols["is_transactional"] & (cols["producer_id"] >= 0) & (cols["crc_valid"] != 0)
+    if not keep.any():
+        return None
+    c = {k: cols[k][keep] for k in (
+        "base_offset", "last_offset", "batch_size", "first_timestamp", "max_timestamp", "producer_id",
+        "producer_epoch", "record_count", "is_control", "control_type", "coordinator_epoch", "position")}
+    # the producer's group label: its id, or (read, id) ranked, so no group spans two reads
+    if key is None:
+        group = c["producer_id"]
+    else:
+        key = key[keep]
+        group = _pair_rank(key, c["producer_id"])
+    # Dumps of 0.11-1.1 do not print the record count (-1) nor the size (0): count nothing then.
+    c["empty"] = c["record_count"] == 0
+    c["record_count"] = c["record_count"].clip(min=0)
+    # Columns (and dtypes) as pandas gave them when this was concat([spans, markers]) of two
+    # frames: a column missing from one part is float64 (ints) or object, with NaN there.
+    is_ctrl = c["is_control"].astype(bool)
+    parts: list[dict[str, np.ndarray]] = []
+    if not is_ctrl.all():
+        spans = _spans(c, is_ctrl, group, key)
+        spans["kind"] = np.full(len(spans["producer_id"]), "data", dtype=object)
+        spans["route_pid"] = spans["producer_id"]
+        parts.append(spans)
+    if is_ctrl.any():
+        m = {k: v[is_ctrl] for k, v in c.items()}
+        markers = {
+            "kind": np.full(len(m["producer_id"]), "marker", dtype=object),
+            "producer_id": m["producer_id"],
+            "route_pid": m["producer_id"],
+            "producer_epoch": m["producer_epoch"],
+            "first_offset": m["base_offset"],
+            "last_offset": m["base_offset"],
+            "first_ts": m["max_timestamp"],
+            "last_ts": m["max_timestamp"],
+            "batch_count": np.ones(len(m["producer_id"]), dtype=np.int64),
+            "record_count": m["record_count"],
+            "bytes": m["batch_size"],
+            "empty_batches": m["empty"].astype(np.int64),
+            "marker": _control_names(m["control_type"]),
+            "coordinator_epoch": m["coordinator_epoch"],
+            "first_position": m["position"],
+        }
+        if key is not None:
+            markers["read_key"] = key[is_ctrl]
+        parts.append(markers)
+    out = _concat_parts(parts)
+    if key is None:
+        order = np.argsort(out["first_offset"], kind="stable")
+    else:
+        order = np.lexsort((out["first_offset"], out["read_key"]))  # stable: by read, then as one read
+    out = {k: v[order] for k, v in out.items()}
+    if reduce_from is not None:
+        group_of = None if key is None else _pair_rank(out["read_key"], out["producer_id"])
+        out = _reduce_arrays(out, reduce_from, group_of) or out
+    row_key = out.pop("read_key", None)
+    return out, row_key
+
+
+def _pair_rank(key: np.ndarray, pid: np.ndarray) -> np.ndarray:
+    """A dense label of each (key, producer id) pair, increasing with the pair (key first)."""
+    n = len(pid)
+    order = np.lexsort((pid, key))
+    k, p = key[order], pid[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (k[1:] != k[:-1]) | (p[1:] != p[:-1])
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.cumsum(new) - 1
+    return rank
 
 
 def _control_names(codes: np.ndarray) -> np.ndarray:
@@ -163,7 +207,8 @@ def _concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return out
 
 
-def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarray]:
+def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray, group: np.ndarray,
+           key: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """One row per producer id and stretch between two of its control batches (a span), in order
     of each span's first batch: the data batches' first/last offsets, first timestamp, max
     timestamp and epoch, counts and sums. The same columns (and dtypes) as
@@ -172,8 +217,10 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
         df[~df["is_control"]].groupby(["producer_id", "stretch"], sort=False).agg(...).reset_index()
 
     computed with numpy (pandas' groupby machinery cost ~20 ms per read, whatever its size).
+    ``group``: the producer's label (its id, or its rank among the (read, id) pairs of several
+    reads: :func:`data_event_arrays`); ``key``: each batch's read, carried as ``read_key``.
     """
-    pid = c["producer_id"]
+    pid = group
     n = len(pid)
     # stretch: the number of the producer's control batches before (and at) each batch
     by_pid = np.lexsort((np.arange(n), pid))
@@ -200,8 +247,8 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
         return fn.reduceat(values[sorted_rows], starts, dtype=values.dtype)[appear]
 
     first_row, last_row = first_row[appear], last_row[appear]
-    return {
-        "producer_id": pid[first_row],
+    out = {
+        "producer_id": c["producer_id"][first_row],
         "stretch": stretch[first_row],
         "first_offset": c["base_offset"][first_row],
         "last_offset": c["last_offset"][last_row],
@@ -214,6 +261,9 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
         "empty_batches": agg(c["empty"].astype(np.int64), np.add),
         "first_position": c["position"][first_row],
     }
+    if key is not None:
+        out["read_key"] = key[first_row]
+    return out
 
 
 def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFrame:
@@ -256,9 +306,11 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
     return out.reset_index(drop=True)
 
 
-def _reduce_arrays(rows: dict[str, np.ndarray], from_offset: int) -> dict[str, np.ndarray] | None:
-    """:func:`reduce_closed_in_read` on columns (None: nothing to drop)."""
-    plan = _reduce_plan(rows, from_offset)
+def _reduce_arrays(rows: dict[str, np.ndarray], from_offset: int,
+                   group: np.ndarray | None = None) -> dict[str, np.ndarray] | None:
+    """:func:`reduce_closed_in_read` on columns (None: nothing to drop); ``group``: the
+    producer's label when the rows are several reads' (:func:`data_event_arrays`)."""
+    plan = _reduce_plan(rows, from_offset, group)
     if plan is None:
         return None
     keep, carrier, txns, epochs = plan
@@ -271,15 +323,18 @@ def _reduce_arrays(rows: dict[str, np.ndarray], from_offset: int) -> dict[str, n
     return out
 
 
-def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndarray, ...] | None:
+def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int,
+                 group: np.ndarray | None = None) -> tuple[np.ndarray, ...] | None:
     """What :func:`reduce_closed_in_read` keeps: (keep mask, positions among the kept rows of the
-    rows carrying the folded counts, folded_txns and folded_max_epoch there); None: keep all."""
+    rows carrying the folded counts, folded_txns and folded_max_epoch there); None: keep all.
+    ``group`` stands for the producer id where one id may appear in several reads (its values
+    are only compared, never reported)."""
     if "marker" not in rows:
         return None  # no markers
     is_m = rows["kind"] == "marker"
     if is_m.sum() < 3:
         return None  # folding needs a marker between the first and the last one
-    pid = rows["producer_id"]
+    pid = rows["producer_id"] if group is None else group
     eligible = rows["first_offset"] >= from_offset
     # per (producer id, eligible) group, in row order (numpy: pandas' groupby cost ~2 ms a call)
     n = len(pid)

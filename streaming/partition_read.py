@@ -38,6 +38,7 @@ import pandas as pd
 from streaming.event_table import EventTable
 from streaming.events import to_frame
 from streaming.normalize import (
+    data_event_arrays,
     data_event_columns,
     data_events,
     progress_event,
@@ -194,20 +195,101 @@ def data_partition_events(
         offsets = Offsets(state.next_offset, state.replayed_lso(log_start_offset), log_start_offset)
     else:
         raise ValueError("data_partition_events needs the broker's offsets or a partition replay")
-    prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
-                          lso=offsets.lso, log_start_offset=offsets.log_start_offset,
-                          source_position=progress_position, **common)
-    if end_proven is not None:
-        prog["end_proven"] = end_proven
     newest = [int(p.cols["max_timestamp"][p.cols["crc_valid"] != 0].max(initial=-1)) for p in pieces
               if len(p.cols["max_timestamp"])]
-    if newest and max(newest) >= 0:
-        prog["last_ts"] = max(newest)
+    prog = _data_progress(ctx, offsets, progress_position, end_proven, max(newest) if newest else -1)
     rows = [*gaps, prog] if progress else list(gaps)
     if columnar:
         return _collect_table(seed_rows, columns, rows, ctx, collect)
     frames.append(_records_frame(rows, typed))
     return _finish(frames, ctx, typed)
+
+
+def _data_progress(ctx: ReadContext, offsets: Offsets, progress_position: str | None, end_proven: bool | None,
+                   newest_ts: int) -> dict[str, Any]:
+    """The progress row of a data partition's read (``newest_ts``: the newest timestamp of its
+    batches that passed their CRC, -1: none)."""
+    prog = progress_event(topic=ctx.topic, partition=ctx.partition, high_watermark=offsets.high_watermark,
+                          lso=offsets.lso, log_start_offset=offsets.log_start_offset,
+                          source_position=progress_position, **ctx.common)
+    if end_proven is not None:
+        prog["end_proven"] = end_proven
+    if newest_ts >= 0:
+        prog["last_ts"] = newest_ts
+    return prog
+
+
+def data_reads_events(
+    reads: Sequence[tuple[ReadContext, Sequence[dict[str, Any]], Offsets | None, str | None, bool | None]],
+    cols: dict[str, np.ndarray],
+    key: np.ndarray,
+    position_format: str,
+    collect: EventTable,
+) -> list[list[dict[str, Any]]]:
+    """:func:`data_partition_events` of many reads of data partitions at once, gathered into
+    ``collect``: the same rows as ``data_partition_events(ctx, [BatchPiece(cols_i, f"{topic}-
+    {partition}", position_format)], gaps=..., broker=..., progress_position=..., end_proven=...,
+    collect=collect, progress=broker is not None)`` called for each read in turn, but the spans
+    and markers of every read computed and added as one column part, and each read's gap and
+    progress rows returned (in read order, stamped) for the caller to add where they belong.
+
+    ``reads``: per read (context, gaps, the broker's offsets or None: no progress row, progress
+    position, end_proven); ``cols``: the batch tables of every read one after another, ``key``
+    each batch's read (its index in ``reads``). No seed snapshot (``ctx.snapshot_offset`` None).
+    Why: the live source reads thousands of partitions per trigger with a few batches each, and
+    numpy's fixed cost per call, paid per partition, was most of the read stage (issue 23 item 1).
+    """
+    import pyarrow as pa
+
+    if any(ctx.snapshot_offset is not None for ctx, *_ in reads):
+        raise ValueError("data_reads_events: a read seeded from a snapshot goes through data_partition_events")
+    n_reads = len(reads)
+    newest = np.full(n_reads, -1, dtype=np.int64)
+    if len(key):
+        np.maximum.at(newest, key, np.where(cols["crc_valid"] != 0, cols["max_timestamp"], -1).astype(np.int64))
+    tails = []
+    for (ctx, gaps, broker, position, end_proven), ts in zip(reads, newest.tolist(), strict=True):
+        rows = list(gaps)
+        if broker is not None:
+            rows.append(_data_progress(ctx, broker, position, end_proven, ts))
+        stamps = ctx.stamps
+        tails.append([{**r, **stamps} for r in rows] if stamps else rows)
+    got = data_event_arrays(cols, key, reduce_from=0 if REDUCE_IN_READ else None)
+    if got is None:
+        return tails
+    out, row_key = got
+    final: dict[str, Any] = {k: v for k, v in out.items() if k not in ("first_position", "stretch")}
+    at = pa.array(row_key, type=pa.int64())
+    ctxs = [r[0] for r in reads]
+
+    def per_read(values: list[Any], typ: Any) -> Any:
+        """One value per read as a column of the rows (a scalar when every read has the same)."""
+        first = values[0]
+        if all(v == first and type(v) is type(first) for v in values):
+            return first
+        return pa.array(values, type=typ).take(at)
+
+    final["topic"] = per_read([c.topic for c in ctxs], pa.string())
+    final["partition"] = per_read([c.partition for c in ctxs], pa.int64())
+    final["source"] = per_read([c.source for c in ctxs], pa.string())
+    final["cluster"] = per_read([c.cluster for c in ctxs], pa.string())
+    final["event_time"] = per_read([c.clock_ms for c in ctxs], pa.int64())
+    for name in ("from_log_start", "read_from_zero", "lagging"):
+        values = [getattr(c, name) for c in ctxs]
+        if any(v is not None for v in values):
+            final[name] = per_read(values, pa.bool_())
+    if any(c.window_lso is not None for c in ctxs):
+        final["lso"] = per_read([c.window_lso for c in ctxs], pa.int64())
+    prefix = pa.array([f"{c.topic}-{c.partition}" for c in ctxs], type=pa.string()).take(at)
+    head, sep, tail = position_format.partition("{pos}")
+    if not head.startswith("{prefix}") or "{" in head[8:] + tail:
+        raise ValueError(f"data_reads_events: position format {position_format!r} is not '{{prefix}}...{{pos}}...'")
+    import pyarrow.compute as pc
+
+    final["source_position"] = pc.binary_join_element_wise(
+        prefix, head[8:], pc.cast(pa.array(out["first_position"], type=pa.int64()), pa.string()), tail, "")
+    collect.add_columns(len(final["kind"]), final)
+    return tails
 
 
 @dataclass(frozen=True)

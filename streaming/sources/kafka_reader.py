@@ -24,12 +24,11 @@ from streaming.event_table import EventTable
 from streaming.events import from_arrow
 from streaming.normalize import gap_event, lso_passed_event, progress_event
 from streaming.partition_read import (
-    BatchPiece,
     CoordinatorReplay,
     Offsets,
     ReadContext,
     TxnPiece,
-    data_partition_events,
+    data_reads_events,
     txn_partition_events,
 )
 from streaming.sources.kafka_clients import client_for
@@ -37,6 +36,7 @@ from streaming.sources.kafka_options import TXN_TOPIC
 from streaming.sources.kafka_partitions import KafkaGroup, KafkaPartition
 from streaming.sources.kafka_plan_state import Reset
 from streaming.sources.kafka_wire import KafkaUnavailable, KafkaWire, KafkaWireError
+from udfs.model import BATCH_COLUMNS
 from udfs.record_batch import BatchScan, empty_columns, scan_batches
 from udfs.txn_log import decode_txn_log_segment
 
@@ -72,7 +72,9 @@ class _RangeRead:
     def __init__(self, opts: dict[str, Any], topic: str, partition: int, start: int, end: int,
                  common: dict[str, Any], reset: Reset | None = None) -> None:
         self.opts, self.topic, self.partition, self.end, self.common = opts, topic, partition, end, common
-        self.scans: list[BatchScan] = []
+        # each answer's batch table and which of its batches are in the range (filtered once per
+        # group, by _read_table, not per answer)
+        self.scans: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
         self.raws: list[bytes] = []
         self.gaps: list[dict[str, Any]] = []
         self.last: Any = None
@@ -174,7 +176,7 @@ class _RangeRead:
             self._gap(f"{e.reason} (fetch at offset {offset})", e.base_offset if e.base_offset is not None else offset,
                       crc=e.crc)
         if n_keep:
-            self.scans.append(BatchScan(columns={k: v[keep] for k, v in cols.items()}))
+            self.scans.append((cols, keep))
             self.raws.append(data)
             self.offset = int(cols["last_offset"][keep].max()) + 1
         # magic 0/1 entries (pre-0.11 message format) cannot be transactional: step over them by
@@ -327,14 +329,55 @@ def _read_table(parts: list[KafkaPartition], opts: dict[str, Any]) -> EventTable
     # pandas' cost per frame and per concat, paid per partition, dominated a trigger at
     # thousands of partitions read (bench/cluster_scale.py)
     out = EventTable(rows_last=True)
+    # the data partitions' spans and markers computed once for the whole group (partition_read.
+    # data_reads_events): numpy's fixed cost per call, paid per partition read, was most of the
+    # read stage at 200,000 partitions (issue 23 item 1)
+    data = [(part, r) for part, r, _, _ in reads if part.topic != TXN_TOPIC]
+    tails = iter(_data_events(w, opts, data, out))
     for part, r, acc, broken in reads:
+        if part.topic != TXN_TOPIC:
+            out.add_rows(next(tails))
+            continue
         # a coordinator partition read with a gap (or on an incomplete replay) is incomplete from
         # there on (detection.md §0): no progress row, so the view is never "complete and empty"
-        incomplete = part.topic == TXN_TOPIC and (broken is not None or bool(r.gaps))
+        incomplete = broken is not None or bool(r.gaps)
         broker = None if r.unavailable or incomplete else _broker_offsets(w, part.topic, part.partition, r.last)
         _events_of(part, opts, r, acc, broker, out)
     out.add_rows(rows)
     return out
+
+
+def _context(part: KafkaPartition, opts: dict[str, Any]) -> ReadContext:
+    """Where a planned read's rows come from: every row of a lagging read says so; a probe
+    window's spans and markers say where it starts."""
+    return ReadContext(part.topic, part.partition, "kafka", opts["cluster"], part.clock,
+                       from_log_start=part.from_log_start, read_from_zero=part.read_from_zero,
+                       txn_partition_count=part.txn_partition_count, lagging=True if part.lagging else None,
+                       window_lso=part.start if part.probe else None)
+
+
+def _data_events(w: KafkaWire, opts: dict[str, Any], data: list[tuple[KafkaPartition, _RangeRead]],
+                 out: EventTable) -> list[list[dict[str, Any]]]:
+    """Events of the reads of a group's data partitions: their spans and markers added to ``out``
+    as one column part, and each read's gap and progress rows returned in read order (the
+    caller adds them among the coordinator partitions' rows). A read gets no progress row when
+    it became unreadable (the rest of its range is for the next plan)."""
+    reads, tables, keys = [], [], []
+    for i, (part, r) in enumerate(data):
+        broker = None if r.unavailable else _broker_offsets(w, part.topic, part.partition, r.last)
+        # read to the high watermark it was planned to (live standard, detection.md §0) unless lagging
+        reads.append((_context(part, opts), r.gaps, broker, f"{part.topic}-{part.partition}@offset {part.end}",
+                      not part.lagging))
+        tables += r.scans
+        keys += [i] * len(r.scans)
+    if tables:
+        keep = np.concatenate([k for _, k in tables])
+        cols = {k: np.concatenate([t[k] for t, _ in tables])[keep] for k in BATCH_COLUMNS}
+        key = np.repeat(np.array(keys, dtype=np.int64), [len(k) for _, k in tables])[keep]
+    else:
+        cols, key = empty_columns(), np.empty(0, dtype=np.int64)
+    cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
+    return data_reads_events(reads, cols, key, "{prefix}@offset {pos}", out)
 
 
 def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: CoordinatorReplay | None) -> dict[str, Any]:
@@ -392,37 +435,24 @@ def _txn_replay(w: KafkaWire, opts: dict[str, Any], part: KafkaPartition,
 
 def _events_of(part: KafkaPartition, opts: dict[str, Any], r: _RangeRead, acc: CoordinatorReplay | None,
                broker: Offsets | None, out: EventTable) -> None:
-    """Events of one partition's read, gathered into ``out`` (:func:`_read_table` types the
-    group's rows once); no progress row when it became unreadable (``broker`` None)."""
+    """Events of one coordinator partition's read, gathered into ``out`` (:func:`_read_table` types
+    the group's rows once); no progress row when it became unreadable or is incomplete
+    (``broker`` None). Data partitions: :func:`_data_events`."""
     t, p = part.topic, part.partition
-    # every row of a lagging read says so; a probe window's spans and markers say where it starts
-    ctx = ReadContext(t, p, "kafka", opts["cluster"], part.clock, from_log_start=part.from_log_start,
-                      read_from_zero=part.read_from_zero, txn_partition_count=part.txn_partition_count,
-                      lagging=True if part.lagging else None, window_lso=part.start if part.probe else None)
+    ctx = _context(part, opts)
     position = f"{t}-{p}@offset {part.end}"
     offsets = broker or Offsets(None, None, None)
-    if t == TXN_TOPIC:
-        pieces = []
-        for raw in r.raws:
-            recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
-            recs = [x for x in recs if part.start <= x["offset"] < part.end]
-            pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
-        txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=offsets, progress_position=position,
-                             end_proven=not part.lagging, collect=out, progress=broker is not None)
-        if broker is None:  # unreadable or incomplete (_read_table): never memoised
-            _TXN_MEMO.pop((opts["bootstrap"], p), None)
-        else:
-            _TXN_MEMO[(opts["bootstrap"], p)] = (part.end, acc)
+    pieces = []
+    for raw in r.raws:
+        recs, sc = decode_txn_log_segment(raw, validate_crc=False, allow_partial_tail=True)
+        recs = [x for x in recs if part.start <= x["offset"] < part.end]
+        pieces.append(TxnPiece(recs, f"{t}-{p}", _leader_epoch(sc)))
+    txn_partition_events(ctx, pieces, acc, gaps=r.gaps, broker=offsets, progress_position=position,
+                         end_proven=not part.lagging, collect=out, progress=broker is not None)
+    if broker is None:  # unreadable or incomplete (_read_table): never memoised
+        _TXN_MEMO.pop((opts["bootstrap"], p), None)
     else:
-        pieces = []
-        if r.scans:
-            cols = {k: np.concatenate([s.columns[k] for s in r.scans]) for k in empty_columns()}
-            cols["position"] = cols["base_offset"]  # a fetch has no file position: name offsets
-            pieces.append(BatchPiece(cols, f"{t}-{p}", "{prefix}@offset {pos}"))
-        # read to the high watermark it was planned to (live standard, detection.md §0) unless
-        # lagging; became unreadable mid-read (``broker`` None): not read up to now, no progress row
-        data_partition_events(ctx, pieces, gaps=r.gaps, broker=offsets, progress_position=position,
-                              end_proven=not part.lagging, collect=out, progress=broker is not None)
+        _TXN_MEMO[(opts["bootstrap"], p)] = (part.end, acc)
 
 
 def _leader_epoch(scan: BatchScan) -> int:
