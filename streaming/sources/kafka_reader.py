@@ -37,7 +37,7 @@ from streaming.sources.kafka_partitions import KafkaGroup, KafkaPartition
 from streaming.sources.kafka_plan_state import Reset
 from streaming.sources.kafka_wire import KafkaUnavailable, KafkaWire, KafkaWireError
 from udfs.model import BATCH_COLUMNS
-from udfs.record_batch import BatchScan, empty_columns, scan_batches
+from udfs.record_batch import BatchScan, empty_columns, scan_batches, scan_batches_many
 from udfs.txn_log import decode_txn_log_segment
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -134,8 +134,9 @@ class _RangeRead:
                   f"{self.offset} next trigger", self.offset, self.end - 1)
         self.unavailable = self.done = True
 
-    def take(self, w: KafkaWire, res: Any) -> None:
-        """Fold one Fetch answer for this partition (at ``self.offset``) into the read."""
+    def take(self, w: KafkaWire, res: Any, scan: BatchScan | None = None) -> None:
+        """Fold one Fetch answer for this partition (at ``self.offset``) into the read (``scan``:
+        its records already scanned, by :func:`_scan_answers`)."""
         opts, topic, partition, offset, end = self.opts, self.topic, self.partition, self.offset, self.end
         self.last = res
         if res.deleted:
@@ -165,8 +166,9 @@ class _RangeRead:
                               f"storage read that timed out)")
             return
         self.empty_answers = 0
-        scan = scan_batches(data, validate_crc=opts["validate_crc"], source=f"{topic}-{partition}",
-                            allow_partial_tail=True)
+        if scan is None:
+            scan = scan_batches(data, validate_crc=opts["validate_crc"], source=f"{topic}-{partition}",
+                                allow_partial_tail=True)
         cols = scan.columns
         keep = (cols["last_offset"] >= offset) & (cols["base_offset"] < end)
         n_keep = int(keep.sum())
@@ -218,6 +220,7 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
         # first partition of a response one whole batch, the others only what is left)
         todo.sort(key=lambda r: r not in starved)
         answers = w.fetch_many([(r.topic, r.partition, r.offset) for r in todo], todo[0].opts["fetch_max_bytes"])
+        scans = _scan_answers(todo, answers)
         starved, moved = [], False
         for r in todo:
             res = answers.get((r.topic, r.partition))
@@ -233,12 +236,25 @@ def _read_ranges(w: KafkaWire, reads: list[_RangeRead]) -> None:
             elif not whole_batch(res.records) and res.high_watermark > r.offset:
                 starved.append(r)  # cut by the request's max_bytes, not an empty log: next round
             else:
-                r.take(w, res)
+                r.take(w, res, scans.get((r.topic, r.partition)))
                 moved = True
         if not moved:
             for r in starved:
                 r.fetch_alone(w)
             starved = []
+
+
+def _scan_answers(todo: list[_RangeRead], answers: dict[tuple[str, int], Any]) -> dict[tuple[str, int], BatchScan]:
+    """The batch tables of a round's answers with records, scanned together
+    (``udfs.record_batch.scan_batches_many``: the same tables and errors as one scan per answer,
+    the numpy work done once per round instead of once per partition)."""
+    got = [(r, answers[(r.topic, r.partition)]) for r in todo if (r.topic, r.partition) in answers]
+    got = [(r, res) for r, res in got if res.records]
+    if not got:
+        return {}
+    scans = scan_batches_many([res.records for _, res in got], validate_crc=got[0][0].opts["validate_crc"],
+                              sources=[f"{r.topic}-{r.partition}" for r, _ in got], allow_partial_tail=True)
+    return {(r.topic, r.partition): sc for (r, _), sc in zip(got, scans, strict=True)}
 
 
 _MAX_FETCH_BYTES = 1 << 30  # a fetch size growing to fit one batch stops here (message.max.bytes is far below)
