@@ -25,6 +25,7 @@ from streaming.config import (
     engine_config,
     spark_conf,
 )
+from streaming.gc_pause import widen_young_generation
 from streaming.microbatch import SinkSet
 from streaming.pipeline import spark_session, start_query, stop_gracefully
 from streaming.sources.kafka_security import spark_source_options
@@ -208,6 +209,7 @@ def run_job(cfg: Config, *, source: str, path: str | None, once: bool = False,
     """Start the streaming query and block until stopped (signal, ``stop_event`` or ``once``).
 
     ``cfg``: the :class:`Config` (:func:`streaming.config.load_config`)."""
+    widen_young_generation()  # the writer's enricher and availability hold an entry per partition (gc_pause)
     fmt, opts, coord = source_options(cfg, source, path, once=once)
     sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
     progress = ProgressLogger()
@@ -225,7 +227,9 @@ def run_job(cfg: Config, *, source: str, path: str | None, once: bool = False,
     ui = serve_for_job(cfg.ui, cfg.streaming, sinks.on_batch, source=f"{name} ({fmt})",
                        audit_path=cfg.abort.audit_path)
     # run --once is one query and an exit, like scan: the JVM options for a short run
-    spark = spark_session(master=cfg.streaming.master, conf=spark_conf(cfg.streaming), short_run=once)
+    # only the source this job reads (the quality gate reads the same one)
+    spark = spark_session(master=cfg.streaming.master, conf=spark_conf(cfg.streaming), short_run=once,
+                          sources=[fmt])
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
     broker = broker_confirm(cfg) if fmt == "kafka-txn" else None
