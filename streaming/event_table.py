@@ -9,8 +9,8 @@ untyped frames the pandas path builds from the same rows (same columns, types, v
 order): a column a part lacks is null there, NaN in a float column and None/NaN/NA in an object
 column are null, ``event_time`` is epoch milliseconds.
 
-A part is either a column dict (``add_columns``: numpy arrays of one length, or scalars meaning
-"this value on every row of the part") or row dicts (``add_rows``: gap, progress, coordinator and
+A part is either a column dict (``add_columns``: numpy or Arrow arrays of one length, or scalars
+meaning "this value on every row of the part") or row dicts (``add_rows``: gap, progress, coordinator and
 snapshot rows, a few per read). A table made with ``rows_last=True`` keeps the row dicts apart and
 types them as one part after every column part: the order the ``kafka`` source's batches always
 had (a group's spans and markers, then its gap, progress and coordinator rows), and one typing

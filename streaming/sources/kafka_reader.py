@@ -6,9 +6,12 @@ every partition read up to its planned end ends with its progress row, a partiti
 now with an ``unavailable:`` gap row and none (see kafka.py, Availability).
 
 A group's rows are gathered column by column (:class:`streaming.event_table.EventTable`: the spans
-and markers of every partition as numpy columns, then the gap, progress and coordinator rows) and
-typed once into the Arrow batch the source yields (:func:`read_arrow`): no pandas frame per
-partition nor a concat per group. :func:`read_partition` gives the same rows as a typed frame
+and markers of all its data partitions as one set of numpy columns, then the gap, progress and
+coordinator rows) and typed once into the Arrow batch the source yields (:func:`read_arrow`): no
+pandas frame per partition nor a concat per group, and no numpy work per partition either (a
+round's Fetch answers are scanned together, the spans and markers of every data partition
+computed at once: ``partition_read.data_reads_events``), because at 200,000 partitions a trigger
+reads a few thousand partitions of a few batches each (issue 23 item 1). :func:`read_partition` gives the same rows as a typed frame
 (``events.from_arrow``) for callers that want one."""
 
 from __future__ import annotations
