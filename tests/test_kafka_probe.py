@@ -13,6 +13,7 @@ from streaming.alerts import AlertConfig, Enricher
 from streaming.config import engine_config, load
 from streaming.simulate.scenarios import POSITIVE_SCENARIOS, SCENARIOS
 from streaming.sources.kafka import close_wires
+from streaming.sources.kafka_plan_state import PlanState
 from tests.kafka_fake_broker import FakeKafkaBroker
 from tests.live_inprocess import LiveJob
 from tests.scenario_truth import expected_findings, projected
@@ -172,7 +173,7 @@ def test_probe_fetches_only_at_a_moved_lso_and_closes_by_lso_movement(tmp_path):
         assert not {tp for tp in _requested(broker, mark) if tp[0] == "orders"}  # LSO unchanged: no Fetch
         # nothing changed: no read, no progress row of a data partition (the driver keeps its facts)
         assert job.offset["reads"] == {} and job.offset["emit"] == []
-        assert job.offset["probe"]["orders\t0"]["pid"] == 7
+        assert PlanState.from_json(job.offset).probe["orders\t0"].pid == 7  # the offsets hold the memos packed
         # the transaction is aborted: the LSO moves past it and the probe closes it in the state
         segs[0].write_bytes(segs[0].read_bytes() + build_control_batch(3, 7, 2, commit=False, coordinator_epoch=0,
                                                                        timestamp_ms=now))

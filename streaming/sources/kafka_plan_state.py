@@ -45,9 +45,13 @@ micro-batch), so nothing new can reach the offset log; after a restart the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
+
+from streaming.sources.kafka_offset_pack import PackedOffsetsError, is_packed, pack_table, unpack_table
+from streaming.sources.kafka_options import split_key
 
 
 @dataclass(slots=True)
@@ -274,30 +278,40 @@ class PlanColumns:
                 self.lso[r] = -1 if f.lso is None else f.lso
                 self.ls[r] = -1 if f.log_start is None else f.log_start
 
-    def to_json(self) -> tuple[dict[str, list[list[int]]], int]:
-        """The compact form: ``{topic: [partitions, next, from log start (0/1), hw, lso, log start,
-        leader]}`` of the rows with both a position and facts (-1: LSO or log start not given),
-        and how many rows that is."""
+    def to_json(self) -> tuple[dict[str, Any], int]:
+        """The packed form of the rows with both a position and facts, and how many rows that is:
+        a table (kafka_offset_pack.py) with, per row, ``hw``, ``hw-next`` (high watermark minus
+        the next offset: 0 for most partitions, so it packs into a narrow dtype and compresses
+        to almost nothing), ``fls`` (from log start, 0/1), ``hw-lso`` (high watermark minus the
+        LSO; an LSO not given is -1, i.e. ``hw + 1``), ``ls`` (log start, -1: not given) and
+        ``leader``. Topics without such a row are left out. Both differences are exact: int64
+        subtraction wraps around, and reading subtracts again."""
         both = self.has_part & self.has_seen
-        out: dict[str, list[list[int]]] = {}
-        cols = (self.partition, self.next, self.fls.astype(np.int8), self.hw, self.lso, self.ls, self.leader)
-        for i, t in enumerate(self.topics):
-            lo, hi = int(self.starts[i]), int(self.starts[i + 1])
-            m = both[lo:hi]
-            if m.all():
-                out[t] = [c[lo:hi].tolist() for c in cols]
-            elif m.any():
-                out[t] = [c[lo:hi][m].tolist() for c in cols]
-        return out, int(both.sum())
+        n = int(both.sum())
+        everything = n == len(both)
+        pick = (lambda c: c) if everything else (lambda c: c[both])
+        # per topic how many rows it keeps; topics without one are left out (indexes renumbered)
+        kept = np.concatenate(([0], np.cumsum(both, dtype=np.int64)))
+        has_rows = (kept[self.starts[1:]] - kept[self.starts[:-1]]) > 0
+        renumber = np.cumsum(has_rows) - 1
+        hw = pick(self.hw)
+        table = pack_table([t for t, keep in zip(self.topics, has_rows.tolist(), strict=True) if keep],
+                           renumber[pick(self.topic_of)], pick(self.partition),
+                           {"hw": hw, "hw-next": hw - pick(self.next), "fls": pick(self.fls).astype(np.int8),
+                            "hw-lso": hw - pick(self.lso), "ls": pick(self.ls), "leader": pick(self.leader)})
+        return table, n
 
     @classmethod
-    def from_json(cls, d: dict[str, list[list[int]]]) -> tuple[PlanColumns, dict[str, Position], dict[str, Seen]]:
-        """Columns, parts and seen of a compact form (:meth:`to_json`)."""
+    def from_json(cls, d: dict[str, Any]) -> tuple[PlanColumns, dict[str, Position], dict[str, Seen]]:
+        """Columns, parts and seen of a ``cols`` entry: the packed form (:meth:`to_json`), or the
+        per-topic JSON lists ``{topic: [partitions, next, from log start (0/1), hw, lso, log
+        start, leader]}`` that earlier versions wrote."""
+        if is_packed(d):
+            return cls._from_packed(d)
+        if not isinstance(d, dict) or not all(isinstance(v, list) for v in d.values()):
+            raise ValueError("offsets: cols is neither the packed form nor per-topic lists")
         found = [(t, v[0]) for t, v in d.items()]
         cols = cls.of_keys(found)
-        parts: dict[str, Position] = {}
-        seen: dict[str, Seen] = {}
-        keys = cols.keys
         r = 0
         for t, v in d.items():
             if len(v) != len(_COL_NAMES) or len({len(c) for c in v}) != 1:
@@ -306,13 +320,92 @@ class PlanColumns:
             r += len(v[0])
             cols.next[lo:r], cols.fls[lo:r] = v[1], v[2]
             cols.hw[lo:r], cols.lso[lo:r], cols.ls[lo:r], cols.leader[lo:r] = v[3], v[4], v[5], v[6]
-            for j, (nxt, fls, hw, lso, ls, leader) in enumerate(zip(*v[1:], strict=True)):
-                k = keys[lo + j]
-                parts[k] = Position(nxt, bool(fls))
-                seen[k] = Seen(hw, None if lso < 0 else lso, None if ls < 0 else ls, leader)
-        cols.has_part[:] = True
-        cols.has_seen[:] = True
-        return cols, parts, seen
+        return cols, *cols._dicts()
+
+    @classmethod
+    def _from_packed(cls, d: dict[str, Any]) -> tuple[PlanColumns, dict[str, Position], dict[str, Seen]]:
+        topics, topic, partition, f = unpack_table(d, _PACKED_FIELDS, "cols", grouped=True)
+        fls = f["fls"]
+        if len(fls) and (int(fls.min()) < 0 or int(fls.max()) > 1):
+            i = int(np.flatnonzero((fls < 0) | (fls > 1))[0])
+            raise PackedOffsetsError(f"offsets: cols field 'fls' of topic {topics[int(topic[i])]!r} has {int(fls[i])} "
+                                     f"for partition {int(partition[i])}, not 0 or 1")
+        # every listed topic holds rows (to_json leaves the others out): the rows' own grouping
+        counts = np.bincount(topic, minlength=len(topics))
+        if len(topics) and int(counts.min()) == 0:
+            raise PackedOffsetsError(f"offsets: cols field 'topics' names topic {topics[int(np.argmin(counts))]!r} "
+                                     f"without a row")
+        starts = np.zeros(len(topics) + 1, dtype=np.int64)
+        np.cumsum(counts, out=starts[1:])
+        cols = cls(list(topics), starts, partition)
+        hw = f["hw"]
+        cols.hw, cols.next, cols.fls = hw, hw - f["hw-next"], fls.astype(bool)
+        cols.lso, cols.ls, cols.leader = hw - f["hw-lso"], f["ls"], f["leader"]
+        return cols, *cols._dicts()
+
+    def _dicts(self) -> tuple[dict[str, Position], dict[str, Seen]]:
+        """``parts`` and ``seen`` of every row (read back from the offset log: all rows have both)."""
+        self.has_part[:] = True
+        self.has_seen[:] = True
+        keys = self.keys
+        nxt, fls = self.next.tolist(), self.fls.tolist()
+        parts = {k: Position(a, b) for k, a, b in zip(keys, nxt, fls, strict=True)}
+        seen = {k: Seen(hw, None if lso < 0 else lso, None if ls < 0 else ls, leader) for k, hw, lso, ls, leader
+                in zip(keys, self.hw.tolist(), self.lso.tolist(), self.ls.tolist(), self.leader.tolist(), strict=True)}
+        return parts, seen
+
+
+_PACKED_FIELDS = ("hw", "hw-next", "fls", "hw-lso", "ls", "leader")
+# ProbeMemo's fields in the packed ``probe`` table; those that may be None have a bit in "null"
+_PROBE_FIELDS = ("lso", "end", "pid", "first", "first_ts", "follow", "null")
+_PROBE_NULLABLE = ("end", "pid", "first", "first_ts", "follow")
+_PROBE_GET = attrgetter("lso", *_PROBE_NULLABLE)
+
+
+def _probe_to_json(probe: dict[str, ProbeMemo], cols: PlanColumns) -> dict[str, Any]:
+    """The probe memos as a packed table in the dict's order: ``lso`` and, 0 where None with the
+    field's bit set in ``null`` (1 end, 2 pid, 4 first, 8 first_ts, 16 follow), the others."""
+    n = len(probe)
+    try:
+        rows = np.fromiter(map(cols.index.__getitem__, probe), dtype=np.int64, count=n)
+    except KeyError:  # a memo of a partition not among the columns' rows: every row from its key
+        rows = None
+    if rows is None:
+        tps = [split_key(k) for k in probe]
+        topics = list(dict.fromkeys(t for t, _ in tps))
+        at = {t: i for i, t in enumerate(topics)}
+        topic = np.fromiter((at[t] for t, _ in tps), dtype=np.int64, count=n)
+        partition = np.fromiter((p for _, p in tps), dtype=np.int64, count=n)
+    else:
+        topics, topic, partition = cols.topics, cols.topic_of[rows], cols.partition[rows]
+    # one object array of every memo's fields, Nones found in one comparison (the cheapest way
+    # found to get tens of thousands of optional ints into arrays)
+    values = np.array(list(map(_PROBE_GET, probe.values())), dtype=object).reshape(n, 1 + len(_PROBE_NULLABLE))
+    none = np.equal(values, None)
+    values[none] = 0
+    values = values.astype(np.int64)
+    if none[:, 0].any():
+        raise ValueError("a probe memo without an LSO")
+    fields = {name: values[:, j] for j, name in enumerate(("lso",) + _PROBE_NULLABLE)}
+    fields["null"] = none[:, 1:].astype(np.int64) @ (1 << np.arange(len(_PROBE_NULLABLE), dtype=np.int64))
+    return pack_table(topics, topic, partition, fields)
+
+
+def _probe_from_json(d: dict[str, Any]) -> dict[str, ProbeMemo]:
+    if not is_packed(d):
+        return _map(d, ProbeMemo.from_json)
+    topics, topic, partition, f = unpack_table(d, _PROBE_FIELDS, "probe")
+    null = f["null"]
+    bad = np.flatnonzero((null < 0) | (null >= 1 << len(_PROBE_NULLABLE)))
+    if len(bad):
+        i = int(bad[0])
+        raise PackedOffsetsError(f"offsets: probe field 'null' of topic {topics[int(topic[i])]!r} has {int(null[i])} "
+                                 f"for partition {int(partition[i])}, not a set of the bits of {_PROBE_NULLABLE}")
+    cols = [f["lso"].tolist()] + [[None if gone else v for v, gone in
+                                   zip(f[name].tolist(), ((null >> bit) & 1).astype(bool).tolist(), strict=True)]
+                                  for bit, name in enumerate(_PROBE_NULLABLE)]
+    return {f"{topics[t]}\t{p}": ProbeMemo(*m) for t, p, *m in zip(topic.tolist(), partition.tolist(), *cols,
+                                                                     strict=True)}
 
 
 def _map(d: dict | None, f: Any) -> dict:
@@ -362,15 +455,15 @@ class PlanState:
         parts, seen = self.parts, self.seen
         compact = None
         if self.cols is not None and not self.initial:
-            # The bulk as per-topic arrays ("cols"), whole in every entry: Spark restarts from the
-            # last offset log entry alone. Entries the arrays do not hold (a partition with a
-            # position and no facts, or one no longer listed) stay in "parts"/"seen".
+            # The bulk packed into a few strings ("cols", kafka_offset_pack.py), whole in every
+            # entry: Spark restarts from the last offset log entry alone. Entries the columns do
+            # not hold (a partition with a position and no facts, or one no longer listed) stay
+            # in "parts"/"seen".
             compact, n = self.cols.to_json()
             if n != len(parts) or n != len(seen):
-                covered = {k for k, both in zip(self.cols.keys, (self.cols.has_part & self.cols.has_seen).tolist(),
-                                                strict=True) if both}
-                parts = {k: v for k, v in parts.items() if k not in covered}
-                seen = {k: v for k, v in seen.items() if k not in covered}
+                index, both = self.cols.index, (self.cols.has_part & self.cols.has_seen).tolist()
+                parts = {k: v for k, v in parts.items() if (r := index.get(k)) is None or not both[r]}
+                seen = {k: v for k, v in seen.items() if (r := index.get(k)) is None or not both[r]}
             else:
                 parts, seen = {}, {}
         out: dict[str, Any] = {"parts": {k: [v.next, v.from_log_start] for k, v in parts.items()},
@@ -388,7 +481,10 @@ class PlanState:
                     "rereads": dict(self.rereads), "unread_seen": self.unread_seen, "lagging": list(self.lagging),
                     "txn_n": self.txn_n})
         if self.probe is not None:
-            out.update({"probe": _out(self.probe), "reads": _out(self.reads),
+            # with the columns (the planner's plans), the memos are packed too: one per open
+            # partition, tens of thousands at scale
+            probe = _probe_to_json(self.probe, self.cols) if compact is not None else _out(self.probe)
+            out.update({"probe": probe, "reads": _out(self.reads),
                         "closes": {k: [list(c) for c in v] for k, v in self.closes.items()}, "emit": list(self.emit)})
         return out
 
@@ -401,7 +497,7 @@ class PlanState:
         cols = None
         if d.get("cols"):  # the compact bulk (to_json); "parts"/"seen" hold the rest
             cols, more_parts, more_seen = PlanColumns.from_json(d["cols"])
-            if (set(more_parts) & set(parts)) or (set(more_seen) & set(seen)):
+            if (more_parts.keys() & parts.keys()) or (more_seen.keys() & seen.keys()):
                 raise ValueError("offsets: a partition is both in cols and in parts/seen")
             parts.update(more_parts)
             seen.update(more_seen)
@@ -411,7 +507,7 @@ class PlanState:
             unavail=_map(d.get("unavail"), PartitionDown.from_json), ids=dict(d.get("ids") or {}),
             gone=dict(d.get("gone") or {}), seen=seen,
             behind=dict(d.get("behind") or {}), unread_seen=d.get("unread_seen", -1),
-            probe=_map(d["probe"], ProbeMemo.from_json) if "probe" in d else None,
+            probe=_probe_from_json(d["probe"]) if "probe" in d else None,
             planned=d.get("planned"), resets=_map(d.get("resets"), Reset.from_json),
             dropped=dict(d.get("dropped") or {}), starts=dict(d.get("starts") or {}),
             rereads=dict(d.get("rereads") or {}), lagging=list(d.get("lagging") or []), txn_n=d.get("txn_n"),
