@@ -218,7 +218,8 @@ class KafkaPlanner:
         if end.probe is not None:
             self._probe_stalled = {}
             known = found.key_set
-            end.probe = {k: m for k, m in end.probe.items() if k in known}  # unavailable ones keep theirs
+            if not end.probe.keys() <= known:  # (checked in C first: at scale no partition has gone)
+                end.probe = {k: m for k, m in end.probe.items() if k in known}  # unavailable ones keep theirs
             need = self._probe_decide(probe_todo, start, end, now)  # stage 4: which LSOs to fetch
             found_at = self._probe_fetch([(t, p, lso) for t, p, _, lso, _ in need])  # stage 4: Fetch at them
             self._probe_fold(need, found_at, end, now)  # stage 5: planning
@@ -519,7 +520,8 @@ class KafkaPlanner:
         from discovery is asked once through ListOffsets, which does that confirmation.
         """
         listed = found.key_set
-        vanished = [split_key(k) for k in parts if k not in listed]
+        # checked in C first: at scale a partition has rarely gone
+        vanished = [] if parts.keys() <= listed else [split_key(k) for k in parts if k not in listed]
         confirmed = dict(offs)
         if vanished:
             more, _ = self.wire().offsets_available(vanished)
