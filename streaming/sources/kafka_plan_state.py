@@ -359,35 +359,58 @@ _PACKED_FIELDS = ("hw", "hw-next", "fls", "hw-lso", "ls", "leader")
 # ProbeMemo's fields in the packed ``probe`` table; those that may be None have a bit in "null"
 _PROBE_FIELDS = ("lso", "end", "pid", "first", "first_ts", "follow", "null")
 _PROBE_NULLABLE = ("end", "pid", "first", "first_ts", "follow")
-_PROBE_GET = attrgetter("lso", *_PROBE_NULLABLE)
+#: the fields of :class:`MemoArrays`' columns
+MEMO_FIELDS = ("lso",) + _PROBE_NULLABLE
+_MEMO_GET = attrgetter(*MEMO_FIELDS)
 
 
-def _probe_to_json(probe: dict[str, ProbeMemo], cols: PlanColumns) -> dict[str, Any]:
+class MemoArrays:
+    """A plan's probe memos as arrays, in the dict's order: ``rows`` (each memo's row in the
+    plan's :class:`PlanColumns`, -1 for a partition they do not list), ``values`` (one column per
+    field of :data:`MEMO_FIELDS`, 0 where None) and ``none`` (where a field is None).
+
+    Built once per plan (:meth:`PlanState.memo_arrays`): its offset log entry packs them, and
+    the next plan's ``KafkaPlanner._quiet`` reads them instead of looking at every memo again."""
+
+    __slots__ = ("keys", "rows", "values", "none")
+
+    def __init__(self, probe: dict[str, ProbeMemo], cols: PlanColumns) -> None:
+        n = len(probe)
+        self.keys = probe.keys()
+        index = cols.index
+        try:
+            self.rows = np.fromiter(map(index.__getitem__, probe), dtype=np.int64, count=n)
+        except KeyError:  # some partition the columns do not list
+            self.rows = np.fromiter((index.get(k, -1) for k in probe), dtype=np.int64, count=n)
+        # one object array of every memo's fields, Nones found in one comparison (the cheapest
+        # way found to get tens of thousands of optional ints into arrays)
+        values = np.array(list(map(_MEMO_GET, probe.values())), dtype=object).reshape(n, len(MEMO_FIELDS))
+        self.none = np.equal(values, None)
+        values[self.none] = 0
+        self.values = values.astype(np.int64)
+        if self.none[:, 0].any():
+            raise ValueError("a probe memo without an LSO")
+
+    def column(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(values, none)`` of one field."""
+        j = MEMO_FIELDS.index(name)
+        return self.values[:, j], self.none[:, j]
+
+
+def _probe_to_json(memos: MemoArrays, cols: PlanColumns) -> dict[str, Any]:
     """The probe memos as a packed table in the dict's order: ``lso`` and, 0 where None with the
     field's bit set in ``null`` (1 end, 2 pid, 4 first, 8 first_ts, 16 follow), the others."""
-    n = len(probe)
-    try:
-        rows = np.fromiter(map(cols.index.__getitem__, probe), dtype=np.int64, count=n)
-    except KeyError:  # a memo of a partition not among the columns' rows: every row from its key
-        rows = None
-    if rows is None:
-        tps = [split_key(k) for k in probe]
+    n = len(memos.rows)
+    if n and int(memos.rows.min()) < 0:  # a memo of a partition not among the columns' rows: from its key
+        tps = [split_key(k) for k in memos.keys]
         topics = list(dict.fromkeys(t for t, _ in tps))
         at = {t: i for i, t in enumerate(topics)}
         topic = np.fromiter((at[t] for t, _ in tps), dtype=np.int64, count=n)
         partition = np.fromiter((p for _, p in tps), dtype=np.int64, count=n)
     else:
-        topics, topic, partition = cols.topics, cols.topic_of[rows], cols.partition[rows]
-    # one object array of every memo's fields, Nones found in one comparison (the cheapest way
-    # found to get tens of thousands of optional ints into arrays)
-    values = np.array(list(map(_PROBE_GET, probe.values())), dtype=object).reshape(n, 1 + len(_PROBE_NULLABLE))
-    none = np.equal(values, None)
-    values[none] = 0
-    values = values.astype(np.int64)
-    if none[:, 0].any():
-        raise ValueError("a probe memo without an LSO")
-    fields = {name: values[:, j] for j, name in enumerate(("lso",) + _PROBE_NULLABLE)}
-    fields["null"] = none[:, 1:].astype(np.int64) @ (1 << np.arange(len(_PROBE_NULLABLE), dtype=np.int64))
+        topics, topic, partition = cols.topics, cols.topic_of[memos.rows], cols.partition[memos.rows]
+    fields = {name: memos.values[:, j] for j, name in enumerate(MEMO_FIELDS)}
+    fields["null"] = memos.none[:, 1:].astype(np.int64) @ (1 << np.arange(len(_PROBE_NULLABLE), dtype=np.int64))
     return pack_table(topics, topic, partition, fields)
 
 
@@ -445,10 +468,19 @@ class PlanState:
     emit: list[str] = field(default_factory=list)
     # driver memory: parts and seen as arrays (PlanColumns), when the planner built them
     cols: PlanColumns | None = field(default=None, compare=False, repr=False)
+    # driver memory: the probe memos as arrays (memo_arrays), once asked for
+    memos: MemoArrays | None = field(default=None, compare=False, repr=False)
 
     @property
     def initial(self) -> bool:
         return self.planned is None
+
+    def memo_arrays(self) -> MemoArrays | None:
+        """The probe memos as arrays over :attr:`cols`' rows (None without memos or columns),
+        built on the first call: only for a finished plan, whose ``probe`` no longer changes."""
+        if self.memos is None and self.probe is not None and self.cols is not None:
+            self.memos = MemoArrays(self.probe, self.cols)
+        return self.memos
 
     def to_json(self) -> dict[str, Any]:
         """The offsets dict Spark writes to its offset log."""
@@ -483,7 +515,7 @@ class PlanState:
         if self.probe is not None:
             # with the columns (the planner's plans), the memos are packed too: one per open
             # partition, tens of thousands at scale
-            probe = _probe_to_json(self.probe, self.cols) if compact is not None else _out(self.probe)
+            probe = _probe_to_json(self.memo_arrays(), self.cols) if compact is not None else _out(self.probe)
             out.update({"probe": probe, "reads": _out(self.reads),
                         "closes": {k: [list(c) for c in v] for k, v in self.closes.items()}, "emit": list(self.emit)})
         return out
