@@ -260,23 +260,24 @@ class PlanColumns:
         return self._key_set
 
     def fill(self, rows: Any, parts: dict[str, Position], seen: dict[str, Seen]) -> None:
-        """Rows ``rows`` set from the dicts (the rows whose entries the plan may have changed)."""
+        """Rows ``rows`` set from the dicts (the rows whose entries the plan may have changed):
+        gathered in lists, then set in one assignment per column."""
         keys = self.keys
-        for r in rows:
-            k = keys[r]
-            pos = parts.get(k)
-            if pos is None:
-                self.has_part[r] = False
-            else:
-                self.has_part[r], self.next[r], self.fls[r] = True, pos.next, bool(pos.from_log_start)
-            f = seen.get(k)
-            if f is None:
-                self.has_seen[r] = False
-            else:
-                self.has_seen[r] = True
-                self.hw[r], self.leader[r] = f.high_watermark, f.leader
-                self.lso[r] = -1 if f.lso is None else f.lso
-                self.ls[r] = -1 if f.log_start is None else f.log_start
+        rows = list(rows)
+        pos = [parts.get(keys[r]) for r in rows]
+        facts = [seen.get(keys[r]) for r in rows]
+        self.has_part[rows] = [p is not None for p in pos]
+        self.has_seen[rows] = [f is not None for f in facts]
+        at = [r for r, p in zip(rows, pos, strict=True) if p is not None]
+        pos = [p for p in pos if p is not None]
+        self.next[at] = [p.next for p in pos]
+        self.fls[at] = [bool(p.from_log_start) for p in pos]
+        at = [r for r, f in zip(rows, facts, strict=True) if f is not None]
+        facts = [f for f in facts if f is not None]
+        self.hw[at] = [f.high_watermark for f in facts]
+        self.leader[at] = [f.leader for f in facts]
+        self.lso[at] = [-1 if f.lso is None else f.lso for f in facts]
+        self.ls[at] = [-1 if f.log_start is None else f.log_start for f in facts]
 
     def to_json(self) -> tuple[dict[str, Any], int]:
         """The packed form of the rows with both a position and facts, and how many rows that is:
