@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -62,10 +62,11 @@ class Position:
     from_log_start: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
+class Seen(NamedTuple):
     """A partition's ListOffsets answer as planned: JSON ``[hw, lso, log start, leader]``
-    (``None`` for an LSO or log start the broker did not give)."""
+    (``None`` for an LSO or log start the broker did not give). Immutable, and a tuple rather
+    than a frozen dataclass: a plan builds and compares one per changed partition (thousands per
+    trigger at scale, every partition after a restart), which a tuple does about 3x faster."""
 
     high_watermark: int
     lso: int | None
