@@ -159,6 +159,7 @@ DAMAGE = [
     ("cols", "hw", "i1:2:" + base64.b64encode(zlib.compress(b"\x07\x07")[:-5]).decode(),
      r"offsets: cols field 'hw' holds \d bytes \(its zlib stream cut short\)"),
     ("cols", "ls", _col([0, -1], rows=3), r"offsets: cols field 'ls' says it holds '3' rows, the table has 2"),
+    ("cols", "ls", "i1:\u00b2:" + _col([0, -1]).split(":")[2], r"offsets: cols field 'ls' says it holds '\u00b2' rows"),
     ("cols", "ls", "u9" + _col([0, -1])[2:], r"offsets: cols field 'ls' has dtype code 'u9', not one of i1, i2"),
     ("cols", "ls", "i2" + _col([0, -1])[2:], r"offsets: cols field 'ls' holds 2 bytes where 2 rows of i2 need 4"),
     ("cols", "leader", 7, r"offsets: cols field 'leader' is a int, not a packed column string"),

@@ -65,7 +65,7 @@ def unpack_column(text: Any, rows: int, where: str) -> np.ndarray:
     dtype = _CODES.get(code)
     if dtype is None:
         raise PackedOffsetsError(f"{where} has dtype code {code[:10]!r}, not one of {', '.join(_CODES)}")
-    if not n.isdigit() or int(n) != rows:
+    if not (n.isascii() and n.isdigit()) or int(n) != rows:
         raise PackedOffsetsError(f"{where} says it holds {n[:20]!r} rows, the table has {rows}")
     try:
         raw = base64.b64decode(data, validate=True)
