@@ -216,3 +216,48 @@ def test_the_reader_reuses_its_plan_only_for_an_equal_entry():
     other["cols"]["hw"] = _flip_last_byte(js["cols"]["hw"])
     with pytest.raises(PackedOffsetsError, match="cols field 'hw'"):
         r._state(other)
+
+
+def test_random_plans_read_back_exactly_from_their_entries():
+    """Plans with values at the edges of what the fields hold (int64 extremes, offsets beyond
+    int32, LSO / log start not given, every memo field None or not, partitions of a topic with
+    no facts, no memos at all) read back from their entry alone as the plans they were: the
+    entry's expectation is the plan itself (seeded, so a failure repeats)."""
+    rng = np.random.default_rng(23)
+    edge = [0, 1, 127, 128, 2 ** 31 - 1, 2 ** 31, BIG + 3, 2 ** 63 - 1]
+    for case in range(40):
+        listing = [(f"t{j}", sorted(rng.choice(300, size=int(rng.integers(1, 6)), replace=False).tolist()))
+                   for j in range(int(rng.integers(1, 5)))]
+        parts, seen, probe = {}, {}, {}
+        for t, ps in listing:
+            for p in ps:
+                k = f"{t}\t{p}"
+                if rng.random() < 0.9:
+                    parts[k] = Position(int(rng.choice(edge)), bool(rng.integers(2)))
+                if rng.random() < 0.8:
+                    seen[k] = Seen(int(rng.choice(edge)), None if rng.random() < 0.3 else int(rng.choice(edge)),
+                                   None if rng.random() < 0.3 else int(rng.choice(edge)), int(rng.integers(-1, 2000)))
+                if case % 5 and rng.random() < 0.5:
+                    opt = [None if rng.random() < 0.4 else int(rng.choice(edge + [-2 ** 63, -1])) for _ in range(5)]
+                    probe[k] = ProbeMemo(int(rng.choice(edge)), *opt)
+        state = PlanState(parts=parts, clock=5, planned=5, seen=seen, probe=probe, txn_n=0)
+        cols = PlanColumns.of_keys(listing)
+        cols.fill(range(len(cols)), parts, seen)
+        state.cols = cols
+        back = PlanState.from_json(logged(state))
+        assert back == state, case
+        assert list(back.probe) == list(state.probe), case  # the memos' order too
+
+
+def test_a_plan_without_any_partition_with_facts_reads_back():
+    """A probe-mode plan in which no partition has both a position and ListOffsets facts (say
+    every leader was down at the first plan: positions from the initial offsets, no facts) has a
+    packed ``cols`` of no rows and no topics; it reads back as that plan (its positions from
+    ``parts``), not as an error that would stop the restarted query."""
+    state = PlanState(parts={"orders\t0": Position(3, False)}, clock=5, planned=5, probe={}, txn_n=0)
+    state.cols = PlanColumns.of_keys([("orders", [0])])
+    state.cols.fill([0], state.parts, state.seen)
+    js = logged(state)
+    assert js["cols"]["rows"] == 0 and js["cols"]["topics"] == [] and js["parts"] == {"orders\t0": [3, False]}
+    back = PlanState.from_json(js)
+    assert back == state and back.parts == {"orders\t0": Position(3, False)} and len(back.cols) == 0

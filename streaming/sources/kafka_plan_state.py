@@ -186,7 +186,8 @@ class PlanColumns:
         n = len(partition)
         self.topics, self.starts, self.partition = topics, starts, partition
         self.keys = keys if keys is not None else [
-            f"{t}\t{p}" for t, ps in zip(topics, np.split(partition, starts[1:-1]), strict=True) for p in ps.tolist()]
+            f"{t}\t{p}" for t, ps in zip(topics, np.split(partition, starts[1:-1]) if topics else [], strict=True)
+            for p in ps.tolist()]
         self.next = np.full(n, -1, dtype=np.int64)
         self.fls = np.zeros(n, dtype=bool)
         self.has_part = np.zeros(n, dtype=bool)
