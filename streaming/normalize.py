@@ -73,14 +73,22 @@ def data_event_columns(
     an Arrow string array), and scalars for the values every row has (topic, partition, source,
     cluster, event time in ms), for a caller
     that gathers many reads column by column (:class:`streaming.event_table.EventTable`).
-    A column is float (NaN: null) or object (NaN: null) where the spans or the markers lack it."""
+    A column is float (NaN: null) or object (NaN: null) where the spans or the markers lack it.
+
+    The rows are what ``concat([spans, markers])`` sorted by first offset (stable), then
+    :func:`reduce_closed_in_read`, gives. The sort and the reduction are decided on the few
+    columns they read, and every other column is gathered once, for the rows kept (a read of many
+    small batches keeps about one row in ten: building every column for every row, then sorting
+    and dropping them, was most of this function's time).
+    """
     n = len(cols["base_offset"])
     if n == 0:
         return None
     keep = cols["is_transactional"] & (cols["producer_id"] >= 0) & (cols["crc_valid"] != 0)
     if not keep.any():
         return None
-    c = {k: cols[k][keep] for k in (
+    at = None if keep.all() else np.flatnonzero(keep)
+    c = {k: cols[k] if at is None else cols[k][at] for k in (
         "base_offset", "last_offset", "batch_size", "first_timestamp", "max_timestamp", "producer_id",
         "producer_epoch", "record_count", "is_control", "control_type", "coordinator_epoch", "position")}
     # Dumps of 0.11-1.1 do not print the record count (-1) nor the size (0): count nothing then.
@@ -89,16 +97,53 @@ def data_event_columns(
     # Columns (and dtypes) as pandas gave them when this was concat([spans, markers]) of two
     # frames: a column missing from one part is float64 (ints) or object, with NaN there.
     is_ctrl = c["is_control"].astype(bool)
+    spans = None if is_ctrl.all() else _spans(c, is_ctrl)
+    m_at = np.flatnonzero(is_ctrl)
+    ns = 0 if spans is None else len(spans["producer_id"])
+    nm = len(m_at)
+    # rows: the spans (0 .. ns-1), then the markers (ns ..), sorted by first offset (stable)
+    first = c["base_offset"][m_at] if spans is None else \
+        spans["first_offset"] if not nm else np.concatenate((spans["first_offset"], c["base_offset"][m_at]))
+    order = np.argsort(first, kind="stable")
+    sel = order
+    folded = None
+    if reduce_from is not None and nm >= 3:  # folding needs a marker between the first and the last one
+        is_m = order >= ns
+        m_ord = order[is_m] - ns  # the markers, in row order
+        codes = c["control_type"][m_at][m_ord]
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        names = [control_name(t) for t in uniq.tolist()]
+        commit_abort = np.zeros(len(order), dtype=bool)
+        commit_abort[is_m] = np.array([x in ("COMMIT", "ABORT") for x in names])[inverse.reshape(-1)]
+        empty = np.zeros(len(order), dtype=bool)
+        empty[is_m] = np.array([x == "EMPTY" for x in names])[inverse.reshape(-1)]
+        cep = np.full(len(order), np.nan)
+        cep[is_m] = c["coordinator_epoch"][m_at][m_ord]
+
+        def both(span_values: np.ndarray, marker_values: np.ndarray) -> np.ndarray:
+            return (marker_values if spans is None else np.concatenate((span_values, marker_values)))[order]
+
+        pid = both(None if spans is None else spans["producer_id"], c["producer_id"][m_at])
+        epoch = both(None if spans is None else spans["producer_epoch"], c["producer_epoch"][m_at])
+        plan = _fold_plan(is_m, ~is_m, pid, first[order], commit_abort, empty, cep, epoch, reduce_from)
+        if plan is not None:
+            kept, carrier, txns, epochs = plan
+            sel = order[kept]
+            folded = carrier, txns, epochs
+    # every column, for the rows kept only: each part's rows taken, concatenated, then put in order
+    in_spans = sel < ns
+    s_rows, m_rows = sel[in_spans], m_at[sel[~in_spans] - ns]
     parts: list[dict[str, np.ndarray]] = []
-    if not is_ctrl.all():
-        spans = _spans(c, is_ctrl)
-        spans["kind"] = np.full(len(spans["producer_id"]), "data", dtype=object)
-        spans["route_pid"] = spans["producer_id"]
-        parts.append(spans)
-    if is_ctrl.any():
-        m = {k: v[is_ctrl] for k, v in c.items()}
+    if spans is not None:
+        parts.append({k: v[s_rows] for k, v in spans.items()})
+        parts[-1]["kind"] = np.full(len(s_rows), "data", dtype=object)
+        parts[-1]["route_pid"] = parts[-1]["producer_id"]
+    if nm:
+        m = {k: c[k][m_rows] for k in ("producer_id", "producer_epoch", "base_offset", "max_timestamp",
+                                         "record_count", "batch_size", "empty", "control_type",
+                                         "coordinator_epoch", "position")}
         parts.append({
-            "kind": np.full(len(m["producer_id"]), "marker", dtype=object),
+            "kind": np.full(len(m_rows), "marker", dtype=object),
             "producer_id": m["producer_id"],
             "route_pid": m["producer_id"],
             "producer_epoch": m["producer_epoch"],
@@ -106,7 +151,7 @@ def data_event_columns(
             "last_offset": m["base_offset"],
             "first_ts": m["max_timestamp"],
             "last_ts": m["max_timestamp"],
-            "batch_count": np.ones(len(m["producer_id"]), dtype=np.int64),
+            "batch_count": np.ones(len(m_rows), dtype=np.int64),
             "record_count": m["record_count"],
             "bytes": m["batch_size"],
             "empty_batches": m["empty"].astype(np.int64),
@@ -115,12 +160,20 @@ def data_event_columns(
             "first_position": m["position"],
         })
     out = _concat_parts(parts)
-    order = np.argsort(out["first_offset"], kind="stable")
-    out = {k: v[order] for k, v in out.items()}
-    if reduce_from is not None:
-        out = _reduce_arrays(out, reduce_from) or out
+    if spans is not None and nm and not (in_spans[:-1] >= in_spans[1:]).all():
+        # the parts' rows are the spans', then the markers': back to the order of ``sel``
+        where = np.empty(len(sel), dtype=np.int64)
+        where[np.concatenate((np.flatnonzero(in_spans), np.flatnonzero(~in_spans)))] = np.arange(len(sel))
+        out = {k: v[where] for k, v in out.items()}
+    if folded is not None:
+        carrier, txns, epochs = folded
+        k = len(sel)
+        out["folded_txns"] = np.full(k, pd.NA, dtype=object)
+        out["folded_txns"][carrier] = txns
+        out["folded_max_epoch"] = np.full(k, pd.NA, dtype=object)
+        out["folded_max_epoch"][carrier] = epochs
     prefix = source_position or f"{topic}-{partition}"
-    final: dict[str, Any] = {k: v for k, v in out.items() if k not in ("first_position", "stretch")}
+    final: dict[str, Any] = {k: v for k, v in out.items() if k != "first_position"}
     final["topic"] = topic
     final["partition"] = partition
     final["source"] = source
@@ -171,25 +224,22 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
         df["stretch"] = df.groupby("producer_id")["is_control"].cumsum()
         df[~df["is_control"]].groupby(["producer_id", "stretch"], sort=False).agg(...).reset_index()
 
-    computed with numpy (pandas' groupby machinery cost ~20 ms per read, whatever its size).
+    (without the ``stretch`` column) computed with numpy (pandas' groupby machinery cost ~20 ms
+    per read, whatever its size).
     """
     pid = c["producer_id"]
-    n = len(pid)
-    # stretch: the number of the producer's control batches before (and at) each batch
-    by_pid = np.lexsort((np.arange(n), pid))
-    ctrl_sorted = is_ctrl[by_pid].astype(np.int64)
-    cum = np.cumsum(ctrl_sorted)
-    new_pid = np.ones(n, dtype=bool)
-    new_pid[1:] = pid[by_pid][1:] != pid[by_pid][:-1]
-    start_of = np.maximum.accumulate(np.where(new_pid, np.arange(n), 0))
-    stretch_sorted = cum - (cum[start_of] - ctrl_sorted[start_of])
-    stretch = np.empty(n, dtype=np.int64)
-    stretch[by_pid] = stretch_sorted
-    rows = np.flatnonzero(~is_ctrl)
-    sorted_rows = rows[np.lexsort((rows, stretch[rows], pid[rows]))]  # by group, file order within one
-    g_pid, g_st = pid[sorted_rows], stretch[sorted_rows]
+    # Batches by producer id, file order within one (a stable sort). Along one producer's
+    # batches the number of its control batches so far only grows, so its data batches in this
+    # order are already grouped by (producer id, stretch), file order within a group: a group
+    # starts where the producer id changes or a control batch of it came in between.
+    by_pid = np.argsort(pid, kind="stable")
+    ctrl_sorted = is_ctrl[by_pid]
+    cum = np.cumsum(ctrl_sorted)  # control batches up to each batch (all producers: compared within one)
+    data_at = np.flatnonzero(~ctrl_sorted)
+    sorted_rows = by_pid[data_at]
+    g_pid, g_cum = pid[sorted_rows], cum[data_at]
     first = np.ones(len(sorted_rows), dtype=bool)
-    first[1:] = (g_pid[1:] != g_pid[:-1]) | (g_st[1:] != g_st[:-1])
+    first[1:] = (g_pid[1:] != g_pid[:-1]) | (g_cum[1:] != g_cum[:-1])
     starts = np.flatnonzero(first)
     ends = np.append(starts[1:], len(sorted_rows)) - 1
     first_row, last_row = sorted_rows[starts], sorted_rows[ends]
@@ -202,7 +252,6 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
     first_row, last_row = first_row[appear], last_row[appear]
     return {
         "producer_id": pid[first_row],
-        "stretch": stretch[first_row],
         "first_offset": c["base_offset"][first_row],
         "last_offset": c["last_offset"][last_row],
         "first_ts": c["first_timestamp"][first_row],
@@ -256,34 +305,32 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
     return out.reset_index(drop=True)
 
 
-def _reduce_arrays(rows: dict[str, np.ndarray], from_offset: int) -> dict[str, np.ndarray] | None:
-    """:func:`reduce_closed_in_read` on columns (None: nothing to drop)."""
-    plan = _reduce_plan(rows, from_offset)
-    if plan is None:
-        return None
-    keep, carrier, txns, epochs = plan
-    out = {k: v[keep] for k, v in rows.items()}
-    n = len(out["kind"])
-    out["folded_txns"] = np.full(n, pd.NA, dtype=object)
-    out["folded_txns"][carrier] = txns
-    out["folded_max_epoch"] = np.full(n, pd.NA, dtype=object)
-    out["folded_max_epoch"][carrier] = epochs
-    return out
-
-
 def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndarray, ...] | None:
-    """What :func:`reduce_closed_in_read` keeps: (keep mask, positions among the kept rows of the
-    rows carrying the folded counts, folded_txns and folded_max_epoch there); None: keep all."""
+    """What :func:`reduce_closed_in_read` keeps of rows given as columns with the frame's values
+    (``kind`` and ``marker`` names): :func:`_fold_plan`."""
     if "marker" not in rows:
         return None  # no markers
     is_m = rows["kind"] == "marker"
     if is_m.sum() < 3:
         return None  # folding needs a marker between the first and the last one
-    pid = rows["producer_id"]
-    eligible = rows["first_offset"] >= from_offset
-    # per (producer id, eligible) group, in row order (numpy: pandas' groupby cost ~2 ms a call)
+    marker = rows["marker"]
+    return _fold_plan(is_m, rows["kind"] == "data", rows["producer_id"], rows["first_offset"],
+                      is_m & ((marker == "COMMIT") | (marker == "ABORT")), marker == "EMPTY",
+                      rows["coordinator_epoch"].astype(np.float64), rows["producer_epoch"], from_offset)
+
+
+def _fold_plan(is_m: np.ndarray, is_data: np.ndarray, pid: np.ndarray, first_offset: np.ndarray,
+               commit_abort: np.ndarray, empty: np.ndarray, cep: np.ndarray, epoch: np.ndarray,
+               from_offset: int) -> tuple[np.ndarray, ...] | None:
+    """What :func:`reduce_closed_in_read` keeps: (keep mask, positions among the kept rows of the
+    rows carrying the folded counts, folded_txns and folded_max_epoch there); None: keep all.
+    Per row: a marker, a span, its producer id and first offset, a COMMIT or ABORT marker, an
+    EMPTY one, its coordinator epoch (float, NaN: none) and producer epoch."""
+    eligible = first_offset >= from_offset
+    # per (producer id, eligible) group, in row order (numpy: pandas' groupby cost ~2 ms a call);
+    # lexsort is stable: row order within a group
     n = len(pid)
-    order = np.lexsort((np.arange(n), eligible, pid))
+    order = np.argsort(pid, kind="stable") if eligible.all() else np.lexsort((eligible, pid))
     g_pid, g_el = pid[order], eligible[order]
     new_g = np.ones(n, dtype=bool)
     new_g[1:] = (g_pid[1:] != g_pid[:-1]) | (g_el[1:] != g_el[:-1])
@@ -300,9 +347,7 @@ def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndar
     before = (cum - counted)[starts]  # running count before each group
     ordinal = per_row(cum - before[group])  # markers (eligible) up to and including the row
     last = per_row(np.maximum.reduceat(ordinal[order], starts)[group])
-    marker = rows["marker"]
-    cep = rows["coordinator_epoch"].astype(np.float64)
-    typed = is_m & ((marker == "COMMIT") | (marker == "ABORT")) & (np.where(np.isnan(cep), -1, cep) >= 0)
+    typed = commit_abort & (np.where(np.isnan(cep), -1, cep) >= 0)
     typed_ord = np.where(typed, ordinal, -1)
     last_typed = per_row(np.maximum.reduceat(typed_ord[order], starts)[group])
     # The span just before the last marker is kept too: the marker closes it, and the data epoch
@@ -315,8 +360,8 @@ def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndar
     dropped = ~keep
     # an EMPTY control batch never raises the legacy abort's epoch (contract A): not folded in
     d_pid = pid[dropped]
-    d_data = (rows["kind"] == "data")[dropped]
-    d_epoch = np.where((marker != "EMPTY")[dropped], rows["producer_epoch"][dropped].astype(np.float64), np.nan)
+    d_data = is_data[dropped]
+    d_epoch = np.where(~empty[dropped], epoch[dropped].astype(np.float64), np.nan)
     f_pid, f_at = np.unique(d_pid, return_inverse=True)
     f_txns = np.bincount(f_at, weights=d_data, minlength=len(f_pid)).astype(np.int64)
     f_epoch = np.full(len(f_pid), -np.inf)
