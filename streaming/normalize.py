@@ -14,6 +14,7 @@ import pandas as pd
 
 from streaming.events import make_row, to_frame
 from udfs.model import DecodeError, control_name
+from udfs.stable_order import stable_argsort
 from udfs.txn_log import reduce_coordinator_records as reduce_coordinator_records  # lives beside its decoder
 
 
@@ -28,6 +29,7 @@ def data_events(
     source_position: str | None = None,
     position_format: str = "{prefix}@{pos}",
     reduce_from: int | None = None,
+    first_read: bool = False,
     typed: bool = True,
 ) -> pd.DataFrame:
     """Spans and markers of one read of a data partition (DESIGN §4-§5): :func:`data_event_columns`
@@ -38,13 +40,14 @@ def data_events(
     gap for them). Non-transactional batches (plain or idempotent) never produce a row.
 
     ``reduce_from``: fold the transactions that open and close within this read, among rows at
-    or after this offset, with :func:`reduce_closed_in_read` (None: keep every row).
+    or after this offset, with :func:`reduce_closed_in_read` (None: keep every row), whose
+    ``first_read`` this is.
     ``typed=False``: leave the columns untyped (``event_time`` in ms) for a caller that types the
     whole read once (:func:`streaming.events.to_frame`).
     """
     final = data_event_columns(cols, topic=topic, partition=partition, source=source, cluster=cluster,
                                event_time_ms=event_time_ms, source_position=source_position,
-                               position_format=position_format, reduce_from=reduce_from)
+                               position_format=position_format, reduce_from=reduce_from, first_read=first_read)
     if final is None:
         return to_frame([])
     n_out = len(final["kind"])
@@ -68,6 +71,7 @@ def data_event_columns(
     source_position: str | None = None,
     position_format: str = "{prefix}@{pos}",
     reduce_from: int | None = None,
+    first_read: bool = False,
 ) -> dict[str, Any] | None:
     """The rows of :func:`data_events` as columns (None: no row): numpy arrays (``source_position``:
     an Arrow string array), and scalars for the values every row has (topic, partition, source,
@@ -104,7 +108,7 @@ def data_event_columns(
     # rows: the spans (0 .. ns-1), then the markers (ns ..), sorted by first offset (stable)
     first = c["base_offset"][m_at] if spans is None else \
         spans["first_offset"] if not nm else np.concatenate((spans["first_offset"], c["base_offset"][m_at]))
-    order = np.argsort(first, kind="stable")
+    order = stable_argsort(first)
     sel = order
     folded = None
     if reduce_from is not None and nm >= 3:  # folding needs a marker between the first and the last one
@@ -125,7 +129,7 @@ def data_event_columns(
 
         pid = both(None if spans is None else spans["producer_id"], c["producer_id"][m_at])
         epoch = both(None if spans is None else spans["producer_epoch"], c["producer_epoch"][m_at])
-        plan = _fold_plan(is_m, ~is_m, pid, first[order], commit_abort, empty, cep, epoch, reduce_from)
+        plan = _fold_plan(is_m, ~is_m, pid, first[order], commit_abort, empty, cep, epoch, reduce_from, first_read)
         if plan is not None:
             kept, carrier, txns, epochs = plan
             sel = order[kept]
@@ -232,7 +236,7 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
     # batches the number of its control batches so far only grows, so its data batches in this
     # order are already grouped by (producer id, stretch), file order within a group: a group
     # starts where the producer id changes or a control batch of it came in between.
-    by_pid = np.argsort(pid, kind="stable")
+    by_pid = stable_argsort(pid)
     ctrl_sorted = is_ctrl[by_pid]
     cum = np.cumsum(ctrl_sorted)  # control batches up to each batch (all producers: compared within one)
     data_at = np.flatnonzero(~ctrl_sorted)
@@ -265,7 +269,7 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
     }
 
 
-def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFrame:
+def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0, first_read: bool = False) -> pd.DataFrame:
     """Drop the rows of one read that the producer state cannot tell apart from fewer rows.
 
     ``rows``: spans and markers of one read of one partition in offset order (one span per
@@ -288,11 +292,23 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
     and closed within the read: no later event can reopen them, so the state only needs their
     number (``folded_txns``) and highest producer epoch (``folded_max_epoch``, EMPTY markers
     left out as the state leaves them out), both carried by the last marker's row.
+
+    ``first_read``: the rows are the first of the partition the state ever gets (the source's
+    first read of it, first piece, no seed snapshot: ``partition_read.ReadContext.first_read``).
+    Nothing of any producer is open there before them, so the span before a producer's first
+    marker opens a transaction that this marker closes, within the read, like those after it:
+    both are folded too (unless one of the rules above keeps them). What the state would learn
+    from them is overwritten by the kept rows: the marker after them is ``last_marker``, the
+    highest producer epoch is folded, and the highest coordinator epoch is the last
+    COMMIT/ABORT's (a partition's markers of one producer never lower it: the broker fences a
+    marker whose coordinator epoch is below the one it holds, ``ProducerAppendInfo
+    .checkCoordinatorEpoch``); no finding can be open there to be resolved by the first marker.
     """
     if rows.empty:
         return rows
     plan = _reduce_plan({k: rows[k].to_numpy() for k in (
-        "kind", "producer_id", "first_offset", "marker", "coordinator_epoch", "producer_epoch") if k in rows}, from_offset)
+        "kind", "producer_id", "first_offset", "marker", "coordinator_epoch", "producer_epoch") if k in rows}, from_offset,
+        first_read)
     if plan is None:
         return rows
     keep, carrier, txns, epochs = plan
@@ -305,7 +321,7 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
     return out.reset_index(drop=True)
 
 
-def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndarray, ...] | None:
+def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int, first_read: bool = False) -> tuple[np.ndarray, ...] | None:
     """What :func:`reduce_closed_in_read` keeps of rows given as columns with the frame's values
     (``kind`` and ``marker`` names): :func:`_fold_plan`."""
     if "marker" not in rows:
@@ -316,21 +332,22 @@ def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndar
     marker = rows["marker"]
     return _fold_plan(is_m, rows["kind"] == "data", rows["producer_id"], rows["first_offset"],
                       is_m & ((marker == "COMMIT") | (marker == "ABORT")), marker == "EMPTY",
-                      rows["coordinator_epoch"].astype(np.float64), rows["producer_epoch"], from_offset)
+                      rows["coordinator_epoch"].astype(np.float64), rows["producer_epoch"], from_offset, first_read)
 
 
 def _fold_plan(is_m: np.ndarray, is_data: np.ndarray, pid: np.ndarray, first_offset: np.ndarray,
                commit_abort: np.ndarray, empty: np.ndarray, cep: np.ndarray, epoch: np.ndarray,
-               from_offset: int) -> tuple[np.ndarray, ...] | None:
+               from_offset: int, first_read: bool = False) -> tuple[np.ndarray, ...] | None:
     """What :func:`reduce_closed_in_read` keeps: (keep mask, positions among the kept rows of the
     rows carrying the folded counts, folded_txns and folded_max_epoch there); None: keep all.
     Per row: a marker, a span, its producer id and first offset, a COMMIT or ABORT marker, an
-    EMPTY one, its coordinator epoch (float, NaN: none) and producer epoch."""
+    EMPTY one, its coordinator epoch (float, NaN: none) and producer epoch; ``first_read`` as
+    :func:`reduce_closed_in_read`'s."""
     eligible = first_offset >= from_offset
     # per (producer id, eligible) group, in row order (numpy: pandas' groupby cost ~2 ms a call);
     # lexsort is stable: row order within a group
     n = len(pid)
-    order = np.argsort(pid, kind="stable") if eligible.all() else np.lexsort((eligible, pid))
+    order = stable_argsort(pid) if eligible.all() else np.lexsort((eligible, pid))
     g_pid, g_el = pid[order], eligible[order]
     new_g = np.ones(n, dtype=bool)
     new_g[1:] = (g_pid[1:] != g_pid[:-1]) | (g_el[1:] != g_el[:-1])
@@ -353,8 +370,9 @@ def _fold_plan(is_m: np.ndarray, is_data: np.ndarray, pid: np.ndarray, first_off
     # The span just before the last marker is kept too: the marker closes it, and the data epoch
     # it closed tells a bumped marker from one that was not (write-after-marker, detection.md §3.1
     # revision 3.1); it opens and closes within the read, so it changes nothing else.
-    keep = ~eligible | (ordinal == 0) | (ordinal == last) | (is_m & (ordinal == 1)) | \
-        (typed & (ordinal == last_typed)) | (~is_m & (ordinal == last - 1))
+    keep = ~eligible | (ordinal == last) | (typed & (ordinal == last_typed)) | (~is_m & (ordinal == last - 1))
+    if not first_read:  # the first marker may close what an earlier read left open, with the span before it
+        keep |= (ordinal == 0) | (is_m & (ordinal == 1))
     if keep.all():
         return None
     dropped = ~keep
