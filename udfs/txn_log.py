@@ -52,7 +52,10 @@ from udfs.varint import read_uvarint
 MAX_RECORDS = 64  # records per batch taken by the vectorised walk (the coordinator writes 1)
 MAX_TOPICS = 256  # topics per TransactionLogValue taken by the vectorised walk
 MAX_TAGS = 16  # tagged fields per value taken by the vectorised walk
-_PAD = 16
+_ASCII_WIDTH = 256  # longest string the walk checks (topic names: 249); longer: decoded by record
+# zero bytes after the buffer: a read of at most 8 bytes, or of a string's ``_ASCII_WIDTH`` window,
+# from any position up to the buffer's end stays in the array
+_PAD = 16 + _ASCII_WIDTH
 
 # TransactionLogValue's fixed fields after the version: ProducerId, ProducerEpoch,
 # TransactionTimeoutMs, TransactionStatus (the same in v0 and v1: v1's new fields are tagged, at the end).
@@ -426,8 +429,9 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
     if not walk_b.any():
         none = np.empty(0, dtype=np.int64)
         return {**dict.fromkeys((*names, "pid", "prev", "tid"), none), "tomb": np.empty(0, dtype=bool), "codes": {}}
-    arr = np.zeros(len(buf) + _PAD, dtype=np.uint8)
+    arr = np.empty(len(buf) + _PAD, dtype=np.uint8)
     arr[: len(buf)] = np.frombuffer(buf, dtype=np.uint8)
+    arr[len(buf):] = 0
 
     # record framing, record k of every walked batch at once
     rb, rk, roff, rts, rks, rkl, rvs, rvl = ([] for _ in range(8))
@@ -456,7 +460,9 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
                           strict=True):
             col.append(v)
         pos[idx] = rec_end
-    if rb:
+    if len(rb) == 1:  # one record per batch (what the coordinator writes): already in batch order
+        r = {name: x[0] for name, x in zip(names, (rb, rk, roff, rts, rks, rkl, rvs, rvl), strict=True)}
+    elif rb:
         r = {name: np.concatenate(x) for name, x in zip(names, (rb, rk, roff, rts, rks, rkl, rvs, rvl), strict=True)}
         order = np.lexsort((r["index"], r["batch"]))
         r = {name: x[order] for name, x in r.items()}
@@ -481,12 +487,11 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
     codes: dict[str, int] = {}
     width = int(n.max(initial=0))
     if len(n):
-        idx = np.minimum((r["key_start"] + 4)[:, None] + np.arange(max(width, 1)), len(arr) - 1)
-        grid = np.where(np.arange(max(width, 1)) < n[:, None], arr[idx], 0).astype(np.uint8)
+        w = max(width, 1)
+        grid = np.where(np.arange(w) < n[:, None], _rows(arr, r["key_start"] + 4, w), 0).astype(np.uint8)
         # the length is part of the key: an id may end in NUL bytes
         keyed = np.concatenate((n.astype(">u2").view(np.uint8).reshape(-1, 2), grid), axis=1)
-        _uniq, first_at, inverse = np.unique(np.ascontiguousarray(keyed).view(f"V{keyed.shape[1]}").ravel(),
-                                             return_index=True, return_inverse=True)
+        first_at, inverse = _unique_rows(keyed)
         ids = [bytes(grid[j, : n[j]]).decode("ascii") for j in first_at.tolist()]
         for name in ids:
             codes.setdefault(name, len(codes))
@@ -497,11 +502,36 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
     return r
 
 
+def _rows(arr: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` bytes from each position, one row each (a copy): one gather of rows of a
+    strided view, not one index per byte. A position is moved back to leave ``width`` bytes in
+    ``arr`` (only where the caller ignores the row: see ``_PAD``)."""
+    windows = np.ndarray((len(arr) - width + 1, width), dtype=np.uint8, buffer=arr, strides=(1, 1))
+    return windows[np.clip(pos, 0, len(arr) - width)]
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of the first occurrence of each distinct row, in byte order of the rows; each row's
+    number in that order): ``np.unique`` of the rows as byte strings with ``return_index`` and
+    ``return_inverse``, sorted as big-endian 64-bit words (numeric keys sort far faster than
+    byte strings)."""
+    n, width = rows.shape
+    words = np.zeros((n, -(-width // 8) * 8), dtype=np.uint8)
+    words[:, :width] = rows
+    cols = words.view(">u8")
+    order = np.lexsort(cols.T[::-1])  # stable: the first occurrence of a row comes first among equals
+    s = cols[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (s[1:] != s[:-1]).any(axis=1)
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return order[new], inverse
+
+
 def _int(arr: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
     """Big-endian signed integers of ``size`` bytes at ``pos`` (clipped: callers mask what they trust)."""
     pos = np.clip(pos, 0, len(arr) - _PAD)
-    b = arr[pos[:, None] + np.arange(size)]
-    return np.ascontiguousarray(b).view(f">i{size}").ravel().astype(np.int64)
+    return _rows(arr, pos, size).view(f">i{size}").ravel().astype(np.int64)
 
 
 def _uvarint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -517,7 +547,7 @@ def _uvarint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.nd
     n = 1 + c0.astype(np.int64)
     longer = np.flatnonzero(c0 & (b1 >= 0x80))
     if len(longer):
-        b = arr[pos[longer, None] + np.arange(4)].astype(np.int64)
+        b = _rows(arr, pos[longer], 4).astype(np.int64)
         cont = (b & 0x80) != 0
         # length: 1 + number of leading continuation bytes (a 5th byte means "too long for us")
         m = np.where(~cont[:, 2], 3, np.where(~cont[:, 3], 4, 5))
@@ -534,8 +564,6 @@ def _varint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.nda
     return (raw >> 1) ^ -(raw & 1), end, ok
 
 
-_ASCII_WIDTH = 256  # longest string the walk checks (topic names: 249); longer: decoded by record
-
 
 def _ascii(arr: np.ndarray, start: np.ndarray, length: np.ndarray, where: np.ndarray) -> np.ndarray:
     """Whether the bytes [start, start+length) are all ASCII (so valid UTF-8 decoding to themselves),
@@ -549,10 +577,7 @@ def _ascii(arr: np.ndarray, start: np.ndarray, length: np.ndarray, where: np.nda
     rows = np.flatnonzero(where & ~long & (n > 0))
     if len(rows):
         n, s = n[rows], np.maximum(start[rows], 0)
-        idx = s[:, None] + np.arange(int(n.max()))
-        if int(idx[:, -1].max()) >= len(arr):
-            idx = np.minimum(idx, len(arr) - 1)
-        high = arr[idx] >= 0x80
+        high = _rows(arr, s, int(n.max())) >= 0x80
         first = high.argmax(axis=1)  # the first byte >= 0x80 of each row's window (0: none)
         out[rows] = ~(high[np.arange(len(rows)), first] & (first < n))
     return out
