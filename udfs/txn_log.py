@@ -503,11 +503,11 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
 
 
 def _rows(arr: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """The ``width`` bytes from each position, one row each (a copy): one gather of rows of a
-    strided view, not one index per byte. A position is moved back to leave ``width`` bytes in
-    ``arr`` (only where the caller ignores the row: see ``_PAD``)."""
-    windows = np.ndarray((len(arr) - width + 1, width), dtype=np.uint8, buffer=arr, strides=(1, 1))
-    return windows[np.clip(pos, 0, len(arr) - width)]
+    """The ``width`` bytes from each position, one row each (a copy): one gather from a view of
+    ``arr`` as overlapping ``width``-byte items, not one index per byte. A position is moved
+    back to leave ``width`` bytes in ``arr`` (only where the caller ignores the row: see ``_PAD``)."""
+    items = np.ndarray((len(arr) - width + 1,), dtype=f"V{width}", buffer=arr, strides=(1,))
+    return items[np.minimum(np.maximum(pos, 0), len(arr) - width)].view(np.uint8).reshape(-1, width)
 
 
 def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -530,13 +530,15 @@ def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _int(arr: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
     """Big-endian signed integers of ``size`` bytes at ``pos`` (clipped: callers mask what they trust)."""
-    pos = np.clip(pos, 0, len(arr) - _PAD)
-    return _rows(arr, pos, size).view(f">i{size}").ravel().astype(np.int64)
+    pos = np.minimum(np.maximum(pos, 0), len(arr) - _PAD)
+    # ``arr`` as overlapping big-endian integers, one per byte position (unaligned reads)
+    ints = np.ndarray((len(arr) - size + 1,), dtype=f">i{size}", buffer=arr, strides=(1,))
+    return ints[pos].astype(np.int64)
 
 
 def _uvarint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(value, position after, ok) of unsigned varints of at most 4 bytes ending by ``limit``."""
-    pos = np.clip(pos, 0, len(arr) - _PAD)
+    pos = np.minimum(np.maximum(pos, 0), len(arr) - _PAD)
     b0 = arr[pos]
     c0 = b0 >= 0x80
     if not c0.any():  # all one byte long (the usual case)
