@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from streaming.events import make_row, to_frame
-from udfs.model import DecodeError, control_name
+from udfs.model import CONTROL_ABORT, CONTROL_COMMIT, CONTROL_EMPTY, DecodeError, control_name
 from udfs.stable_order import stable_argsort
 from udfs.txn_log import reduce_coordinator_records as reduce_coordinator_records  # lives beside its decoder
 
@@ -115,12 +115,11 @@ def data_event_columns(
         is_m = order >= ns
         m_ord = order[is_m] - ns  # the markers, in row order
         codes = c["control_type"][m_at][m_ord]
-        uniq, inverse = np.unique(codes, return_inverse=True)
-        names = [control_name(t) for t in uniq.tolist()]
+        # the names the frame path compares (udfs.model.CONTROL_NAMES: one code per name)
         commit_abort = np.zeros(len(order), dtype=bool)
-        commit_abort[is_m] = np.array([x in ("COMMIT", "ABORT") for x in names])[inverse.reshape(-1)]
+        commit_abort[is_m] = (codes == CONTROL_COMMIT) | (codes == CONTROL_ABORT)
         empty = np.zeros(len(order), dtype=bool)
-        empty[is_m] = np.array([x == "EMPTY" for x in names])[inverse.reshape(-1)]
+        empty[is_m] = codes == CONTROL_EMPTY
         cep = np.full(len(order), np.nan)
         cep[is_m] = c["coordinator_epoch"][m_at][m_ord]
 
@@ -247,7 +246,7 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
     starts = np.flatnonzero(first)
     ends = np.append(starts[1:], len(sorted_rows)) - 1
     first_row, last_row = sorted_rows[starts], sorted_rows[ends]
-    appear = np.argsort(first_row, kind="stable")  # groups in order of their first batch (sort=False)
+    appear = stable_argsort(first_row)  # groups in order of their first batch (sort=False)
 
     def agg(values: np.ndarray, fn: Any) -> np.ndarray:
         # in the column's dtype, as pandas' groupby sum/max (numpy would widen int32 sums)
@@ -376,19 +375,18 @@ def _fold_plan(is_m: np.ndarray, is_data: np.ndarray, pid: np.ndarray, first_off
     if keep.all():
         return None
     dropped = ~keep
-    # an EMPTY control batch never raises the legacy abort's epoch (contract A): not folded in
-    d_pid = pid[dropped]
-    d_data = is_data[dropped]
-    d_epoch = np.where(~empty[dropped], epoch[dropped].astype(np.float64), np.nan)
-    f_pid, f_at = np.unique(d_pid, return_inverse=True)
-    f_txns = np.bincount(f_at, weights=d_data, minlength=len(f_pid)).astype(np.int64)
-    f_epoch = np.full(len(f_pid), -np.inf)
-    np.fmax.at(f_epoch, f_at, np.where(np.isnan(d_epoch), -np.inf, d_epoch))
-    f_epoch[np.isneginf(f_epoch)] = np.nan  # only EMPTY markers dropped: no epoch (max of NaNs)
-    k_pid = pid[keep]
-    carrier = np.flatnonzero(is_m[keep] & (ordinal[keep] == last[keep]) & eligible[keep] & np.isin(k_pid, f_pid))
-    at = np.searchsorted(f_pid, k_pid[carrier])
-    return keep, carrier, f_txns[at], f_epoch[at]
+    # per group (the dropped rows are all eligible, and so are the carriers: a group is one
+    # producer's), the folded transactions (data rows) and highest producer epoch, where an EMPTY
+    # control batch never raises the legacy abort's epoch (contract A): not folded in
+    d_sorted = dropped[order]
+    folds = np.logical_or.reduceat(d_sorted, starts)
+    txns = np.add.reduceat((d_sorted & is_data[order]).astype(np.int64), starts)
+    d_epoch = np.where(dropped & ~empty, epoch.astype(np.float64), -np.inf)
+    epochs = np.fmax.reduceat(np.where(np.isnan(d_epoch), -np.inf, d_epoch)[order], starts)
+    epochs[np.isneginf(epochs)] = np.nan  # only EMPTY markers dropped: no epoch (max of NaNs)
+    g = per_row(group)[keep]
+    carrier = np.flatnonzero(is_m[keep] & (ordinal[keep] == last[keep]) & eligible[keep] & folds[g])
+    return keep, carrier, txns[g[carrier]], epochs[g[carrier]]
 
 
 def txn_state_events(
