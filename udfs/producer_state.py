@@ -156,30 +156,31 @@ class PartitionState:
             at(first_ts, first_after)
         last_off_la, ts_lcnt = at(last_off, last_after), at(max_ts, last_counted)
         producers = self.producers
-        for u, pid in enumerate(pids.tolist()):
+        for pid, lc, prev, lt, fa, ep, lcnt, closed_ep, after_ep, b_lc, ce_lt, b_fa, t_fa, lo_la, t_lcnt in zip(
+                pids.tolist(), lc_, prev_, lt_, fa_, ep_, lcnt_, closed_, after_ep_, base_lc, cep_lt, base_fa, ts_fa,
+                last_off_la, ts_lcnt, strict=True):
             e = producers.get(pid)
             if e is None:
                 e = producers[pid] = ProducerEntry(pid)
-            if lc_[u] >= 0:
-                ce_ = closed_[u]
-                if prev_[u] < 0 and e.txn_first_offset >= 0:  # it also closed what was open before
-                    ce_ = max(ce_, e.txn_data_epoch)
-                e.last_marker_closed_epoch = ce_
+            if lc >= 0:
+                if prev < 0 and e.txn_first_offset >= 0:  # it also closed what was open before
+                    closed_ep = max(closed_ep, e.txn_data_epoch)
+                e.last_marker_closed_epoch = closed_ep
                 e.txn_first_offset = -1
                 e.txn_data_epoch = -1
-                e.last_marker_offset = base_lc[u]
-            if lt_[u] >= 0:
-                e.coordinator_epoch = cep_lt[u]
-            if fa_[u] < n:
+                e.last_marker_offset = b_lc
+            if lt >= 0:
+                e.coordinator_epoch = ce_lt
+            if fa < n:
                 if e.txn_first_offset < 0:  # OPEN at the first, the rest JOIN
-                    e.txn_first_offset = base_fa[u]
-                    e.txn_first_ts = ts_fa[u]
-                e.txn_data_epoch = max(e.txn_data_epoch, after_ep_[u])
-                e.txn_last_offset = last_off_la[u]
-            if ep_[u] >= 0:
-                e.producer_epoch = max(e.producer_epoch, ep_[u])
-            if lcnt_[u] >= 0:
-                e.last_timestamp = ts_lcnt[u]
+                    e.txn_first_offset = b_fa
+                    e.txn_first_ts = t_fa
+                e.txn_data_epoch = max(e.txn_data_epoch, after_ep)
+                e.txn_last_offset = lo_la
+            if ep >= 0:
+                e.producer_epoch = max(e.producer_epoch, ep)
+            if lcnt >= 0:
+                e.last_timestamp = t_lcnt
 
 
 def replay_batches(state: PartitionState, cols: dict[str, np.ndarray], snapshot_offset: int | None) -> None:

@@ -47,6 +47,7 @@ import numpy as np
 
 from udfs.model import TXN_STATES, DecodeError
 from udfs.record_batch import HEADER_SIZE, BatchScan, iter_records, scan_batches
+from udfs.stable_order import stable_argsort
 from udfs.varint import read_uvarint
 
 MAX_RECORDS = 64  # records per batch taken by the vectorised walk (the coordinator writes 1)
@@ -366,7 +367,9 @@ def _decode(buf: memoryview, scan: BatchScan, source: str | None, base_position:
     all_k = np.concatenate((w["index"], np.arange(len(slow_recs), dtype=np.int64)))
     is_slow = np.concatenate((np.zeros(n_fast, dtype=bool), np.ones(len(slow_recs), dtype=bool)))
     which = np.concatenate((np.arange(n_fast), np.arange(len(slow_recs))))
-    seq = np.lexsort((all_k, all_b))
+    # file order; one record per batch and nothing decoded by record: already in it
+    one_each = not slow_recs and bool((all_b[1:] > all_b[:-1]).all())
+    seq = np.arange(len(all_b)) if one_each else np.lexsort((all_k, all_b))
     codes = w["codes"]
     s_tid = [codes.setdefault(r["transactional_id"], len(codes)) for r in slow_recs]
     s_tomb = [r["tombstone"] for r in slow_recs]
@@ -404,7 +407,7 @@ def _run_ends(tid: np.ndarray, tomb: np.ndarray, pid: np.ndarray, prev: np.ndarr
     always carry TransactionStartTimestampMs): tombstones and the first and last record of every
     run of one transactional id with the same (producer id, previous producer id)."""
     m = len(tid)
-    by_id = np.lexsort((np.arange(m), tid))  # by id, file order within an id
+    by_id = stable_argsort(tid)  # by id, file order within an id
     st, stb, spi, spp = tid[by_id], tomb[by_id], pid[by_id], prev[by_id]
     same = np.zeros(m, dtype=bool)  # same run as the previous record of the id
     if m > 1:
