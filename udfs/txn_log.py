@@ -481,10 +481,12 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
     tomb = rvl < 0
     vok, pid, prev = _walk_value(arr, np.where(tomb, 0, rvs), np.where(tomb, 0, rvl))
     ok &= tomb | vok
-    walk_b[np.unique(r["batch"][~ok])] = False
+    walk_b[r["batch"][~ok]] = False
     live = walk_b[r["batch"]]
-    r = {name: x[live] for name, x in r.items()}
-    r["tomb"], r["pid"], r["prev"], n = tomb[live], pid[live], prev[live], n[live]
+    if not live.all():
+        r = {name: x[live] for name, x in r.items()}
+        tomb, pid, prev, n = tomb[live], pid[live], prev[live], n[live]
+    r["tomb"], r["pid"], r["prev"] = tomb, pid, prev
 
     # transactional ids: the ASCII bytes as fixed-width rows, coded by np.unique, decoded once each
     codes: dict[str, int] = {}
