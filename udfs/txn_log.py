@@ -488,7 +488,7 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
         tomb, pid, prev, n = tomb[live], pid[live], prev[live], n[live]
     r["tomb"], r["pid"], r["prev"] = tomb, pid, prev
 
-    # transactional ids: the ASCII bytes as fixed-width rows, coded by np.unique, decoded once each
+    # transactional ids: the ASCII bytes as fixed-width rows, coded by _unique_rows, decoded once each
     codes: dict[str, int] = {}
     width = int(n.max(initial=0))
     if len(n):
