@@ -91,6 +91,8 @@ class ClientCore:
         self._throttle_until: dict[NodeId, float] = {}  # node -> monotonic end of its KIP-219 throttle
         self.throttle_waits = 0  # requests held back by a KIP-219 throttle (see _unthrottled)
         self._stalled = StalledNodes()  # brokers with a request overdue past broker_timeout_ms
+        # id(ApiVersions answer) -> (that answer, {(request class, min, max): negotiated version})
+        self._negotiated: dict[int, tuple[BrokerVersionData, dict[tuple[Any, ...], int]]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_config": dict(self._config), "_transport_factory": self._transport_factory}
@@ -167,7 +169,7 @@ class ClientCore:
         if request.API_VERSION is None:
             if versions is None:
                 raise Errors.IncompatibleBrokerVersion(f"no ApiVersions from {self._node_desc(node_id)}")
-            request.API_VERSION = versions.api_version(request)
+            request.API_VERSION = self._negotiate(versions, request)
         version = request.API_VERSION
         request.with_header(correlation_id=0, client_id=self._config["client_id"])  # names the response class
         decoder = request.header.get_response_class()
@@ -176,6 +178,21 @@ class ClientCore:
                            flexible and request.API_KEY != _API_VERSIONS_KEY)
         future = transport.send(node_id, wire, self._config["request_timeout_ms"])
         return Pending(node_id, future, decoder, versions)
+
+    def _negotiate(self, versions: BrokerVersionData, request: Any) -> int:
+        """``versions.api_version(request)``, remembered per connection's ApiVersions answer and
+        request class and bounds (the same request kinds go to the same brokers every trigger);
+        an incompatible broker raises every time, as kafka-python's ``api_version`` does."""
+        entry = self._negotiated.get(id(versions))
+        if entry is None or entry[0] is not versions:  # an id reused by a newer connection's answer
+            if len(self._negotiated) > 10_000:  # reconnects leave answers behind: start over
+                self._negotiated.clear()
+            entry = self._negotiated[id(versions)] = (versions, {})
+        key = (type(request), getattr(request, "_min_version", None), getattr(request, "_max_version", None))
+        version = entry[1].get(key)
+        if version is None:
+            version = entry[1][key] = versions.api_version(request)
+        return version
 
     async def _await(self, pending: Pending) -> Any:
         """The decoded answer of a :meth:`_send_nowait` request."""

@@ -47,8 +47,6 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from kafka.protocol.consumer import FetchRequest
-
 from streaming.sources.kafka_client import list_offsets, metadata
 from streaming.sources.kafka_client.core import ClientCore
 from streaming.sources.kafka_client.errors import (
@@ -60,6 +58,7 @@ from streaming.sources.kafka_client.errors import (
     error_name,
     retriable_exception,
 )
+from streaming.sources.kafka_client.fetch_codec import FETCH_MAX_VERSION, FETCH_MIN_VERSION, FetchFor
 from streaming.sources.kafka_client.results import READ_UNCOMMITTED, FetchResult, FetchStatus
 from streaming.sources.kafka_client.retry import Attempts
 from streaming.sources.kafka_errors import Action, configuration_message
@@ -72,31 +71,11 @@ __all__ = ["FETCH_MAX_VERSION", "FETCH_MIN_VERSION", "fetch", "fetch_many"]
 
 TopicPartition = tuple[str, int]
 
-#: Fetch v4: last_stable_offset + isolation level (KIP-98); v5 log_start_offset (KIP-107).
-FETCH_MIN_VERSION = 4
-#: Fetch v13+ addresses topics by topic id (KIP-516); v12 is the last name-based version.
-FETCH_MAX_VERSION = 12
-
-
 def _request(core: ClientCore, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
-             min_bytes: int) -> FetchRequest:
-    return FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=READ_UNCOMMITTED,
-        session_id=0,
-        session_epoch=-1,
-        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
-            partition=partition, current_leader_epoch=core._cache.epoch(topic, partition), fetch_offset=offset,
-            last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=max_bytes)])],
-        forgotten_topics_data=[],
-        rack_id="",
-        min_version=FETCH_MIN_VERSION,
-        max_version=FETCH_MAX_VERSION,
-    )
+             min_bytes: int) -> FetchFor:
+    return FetchFor([(topic, [(partition, core._cache.epoch(topic, partition), offset, max_bytes)])],
+                    max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+                    isolation_level=READ_UNCOMMITTED)
 
 
 async def fetch(core: ClientCore, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
@@ -190,7 +169,7 @@ def _partition(core: ClientCore, response: Any, tp: TopicPartition, node: Any) -
     return pdata.error_code, pdata
 
 
-async def _from_replica(core: ClientCore, request: FetchRequest, tp: TopicPartition, leader_data: Any,
+async def _from_replica(core: ClientCore, request: FetchFor, tp: TopicPartition, leader_data: Any,
                        leader: int) -> tuple[Any, Any, int]:
     """Send the same Fetch to the preferred read replica the leader named (KIP-392), once.
 
@@ -271,19 +250,13 @@ async def fetch_many(core: ClientCore, wanted: list[tuple[str, int, int]], max_b
 
 
 def _request_many(core: ClientCore, items: list[tuple[str, int, int]], max_bytes: int,
-                  partition_max_bytes: int | None = None) -> FetchRequest:
+                  partition_max_bytes: int | None = None) -> FetchFor:
     by_topic: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for t, p, o in items:
         by_topic[t].append((p, o))
-    Topic = FetchRequest.FetchTopic
     request_max = max_bytes
     if partition_max_bytes is not None:
         request_max, max_bytes = partition_max_bytes * len(items), partition_max_bytes
-    return FetchRequest(
-        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=request_max, isolation_level=READ_UNCOMMITTED,
-        session_id=0, session_epoch=-1,
-        topics=[Topic(topic=t, partitions=[Topic.FetchPartition(
-            partition=p, current_leader_epoch=core._cache.epoch(t, p), fetch_offset=o, last_fetched_epoch=-1,
-            log_start_offset=-1,
-            partition_max_bytes=max_bytes) for p, o in ps]) for t, ps in by_topic.items()],
-        forgotten_topics_data=[], rack_id="", min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION)
+    epoch = core._cache.epoch
+    return FetchFor([(t, [(p, epoch(t, p), o, max_bytes) for p, o in ps]) for t, ps in by_topic.items()],
+                    max_wait_ms=0, min_bytes=1, max_bytes=request_max, isolation_level=READ_UNCOMMITTED)
