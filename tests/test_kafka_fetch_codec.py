@@ -13,9 +13,14 @@ import io
 
 import pytest
 from kafka.protocol.api_header import RequestHeader
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from streaming.sources.kafka_client.fetch_codec import FETCH_MAX_VERSION, FETCH_MIN_VERSION, FetchFor
+from streaming.sources.kafka_client.fetch_codec import (
+    FETCH_MAX_VERSION,
+    FETCH_MIN_VERSION,
+    FetchDecoder,
+    FetchFor,
+)
 from streaming.sources.kafka_client.transport import read_response_header, request_header
 
 ONE = [("a", [(3, 5, 77, 99)])]  # topic "a", partition 3, leader epoch 5, offset 77, 99 bytes
@@ -103,3 +108,85 @@ def test_response_header_is_read_and_its_tagged_fields_skipped():
         read_response_header(io.BytesIO(b"\x00\x00"), False)
     with pytest.raises(ValueError):
         read_response_header(io.BytesIO(bytes.fromhex("0000002a" "01" "00" "05" "ab")), True)
+
+
+def _answer(version, topics, throttle=0, error=0):
+    R = FetchResponse
+    P = R.FetchableTopicResponse.PartitionData
+    A = P.AbortedTransaction
+
+    def part(p):
+        aborted = p["aborted_transactions"]
+        return P(**{**p, "aborted_transactions": None if aborted is None else [A(**a) for a in aborted]})
+    return R(throttle_time_ms=throttle, error_code=error, session_id=0, responses=[R.FetchableTopicResponse(
+        topic=t, partitions=[part(p) for p in parts]) for t, parts in topics], version=version).encode()
+
+
+_PARTS = [("orders", [
+    dict(partition_index=0, error_code=0, high_watermark=13, last_stable_offset=9, log_start_offset=2,
+         aborted_transactions=[{"producer_id": 7, "first_offset": 3}, {"producer_id": 8, "first_offset": 5}],
+         preferred_read_replica=-1, records=b"\x00" * 70),
+    dict(partition_index=4, error_code=6, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+         aborted_transactions=None, preferred_read_replica=-1, records=None)]),
+    ("ünï", [dict(partition_index=1, error_code=0, high_watermark=5, last_stable_offset=5, log_start_offset=0,
+                  aborted_transactions=[], preferred_read_replica=2, records=b"")]), ("none", [])]
+
+
+def _fields(ans):
+    return (ans.throttle_time_ms, getattr(ans, "error_code", 0) or 0,
+            [(t.topic, [(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                         p.log_start_offset if ans.API_VERSION >= 5 else -1,
+                         None if p.aborted_transactions is None else
+                         [(a[0], a[1]) if isinstance(a, tuple) else (a.producer_id, a.first_offset)
+                          for a in p.aborted_transactions],
+                         p.preferred_read_replica if ans.API_VERSION >= 11 else -1,
+                         None if p.records is None else bytes(p.records)) for p in t.partitions])
+             for t in ans.responses])
+
+
+@pytest.mark.parametrize("version", range(FETCH_MIN_VERSION, FETCH_MAX_VERSION + 1))
+def test_every_answer_version_decodes_as_kafka_python_decodes_it(version):
+    raw = _answer(version, _PARTS, throttle=25, error=0)
+    mine = FetchDecoder(version).decode(raw)
+    theirs = FetchResponse.decode(raw, version=version)
+    assert _fields(mine) == _fields(theirs)
+    assert mine.throttle_time_ms == 25 and mine.responses[0].partitions[0].aborted_transactions == [(7, 3), (8, 5)]
+
+
+def test_v4_answer_bytes_follow_fetch_response_json():
+    # FetchResponse.json v4: ThrottleTimeMs int32, Responses [Topic string, Partitions
+    # [PartitionIndex int32, ErrorCode int16, HighWatermark int64, LastStableOffset int64,
+    # AbortedTransactions nullable [ProducerId int64, FirstOffset int64], Records nullable bytes]]
+    raw = bytes.fromhex(
+        "00000000" "00000001" "0001" "61" "00000001"
+        "00000003" "0000" "000000000000000d" "0000000000000009" "ffffffff" "00000003" "78797a")
+    ans = FetchDecoder(4).decode(raw)
+    (t,) = ans.responses
+    (p,) = t.partitions
+    assert (t.topic, p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+            p.aborted_transactions, p.records) == ("a", 3, 0, 13, 9, -1, None, b"xyz")
+
+
+def test_v12_tagged_fields_of_the_answer_are_skipped():
+    # FetchResponse.json v12: CurrentLeader is tagged field 1 of a partition (KIP-951 sends it with
+    # NOT_LEADER_OR_FOLLOWER); the records after it must still be read in place
+    R = FetchResponse
+    P = R.FetchableTopicResponse.PartitionData
+    part = P(partition_index=2, error_code=6, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+             aborted_transactions=None, preferred_read_replica=-1, records=b"",
+             current_leader=P.LeaderIdAndEpoch(leader_id=3, leader_epoch=9))
+    raw = R(throttle_time_ms=0, error_code=0, session_id=0, responses=[R.FetchableTopicResponse(
+        topic="b", partitions=[part])], version=12).encode()
+    assert FetchResponse.decode(raw, version=12).responses[0].partitions[0].current_leader is not None
+    (p,) = FetchDecoder(12).decode(raw).responses[0].partitions
+    assert (p.partition_index, p.error_code, p.records) == (2, 6, b"")
+
+
+@pytest.mark.parametrize("version", [4, 12])
+def test_a_cut_answer_is_a_decoding_error(version):
+    raw = _answer(version, _PARTS)
+    for cut in (3, len(raw) // 2, len(raw) - 1):
+        with pytest.raises(ValueError):
+            FetchDecoder(version).decode(raw[:cut])
+    with pytest.raises(ValueError):
+        FetchDecoder(version).decode(raw + b"\x00")

@@ -48,7 +48,7 @@ from collections import defaultdict
 from typing import Any
 
 from streaming.sources.kafka_client import list_offsets, metadata
-from streaming.sources.kafka_client.core import ClientCore
+from streaming.sources.kafka_client.core import AtOnce, ClientCore
 from streaming.sources.kafka_client.errors import (
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_ID,
@@ -201,17 +201,19 @@ async def fetch_many(core: ClientCore, wanted: list[tuple[str, int, int]], max_b
                      partition_max_bytes: int | None = None) -> dict[TopicPartition, FetchResult]:
     """One Fetch per leader for ``(topic, partition, offset)`` items, all leaders at once; only
     plain successes are returned (no retries here: the rest is for :func:`fetch`)."""
-    unknown = sorted({t for t, p, _ in wanted if not core._cache.known((t, p))})
+    leaders = core._cache.leaders
+    unknown = sorted({t for t, p, _ in wanted if p not in leaders.get(t, ())})  # MetadataCache.known
     if unknown:  # a fresh executor process: one Metadata request for all, not one per partition
         try:
             await metadata.request(core, unknown, None)
         except KafkaWireError:
             pass  # left to the single-partition path and its retries
     by_leader: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
-    for t, p, o in wanted:
-        leader = core._cache.leaders.get(t, {}).get(p, -1)
+    leaders = core._cache.leaders  # the request above may have replaced it
+    for item in wanted:
+        leader = leaders.get(item[0], {}).get(item[1], -1)
         if leader >= 0:
-            by_leader[leader].append((t, p, o))
+            by_leader[leader].append(item)
     requests = {leader: _request_many(core, its, max_bytes, partition_max_bytes)
                 for leader, its in by_leader.items()}
 
@@ -223,8 +225,10 @@ async def fetch_many(core: ClientCore, wanted: list[tuple[str, int, int]], max_b
 
     # every leader at once, each on its own deadline (kafka_parallel.per_node); answers are
     # decoded after the wait, so that decoding never counts against another broker's deadline
+    at_once = AtOnce(core, single=True)  # sent at once when the leader can take it (else job's task)
     answers = await per_node(core._transport, core._transport.wait_for, {leader: job(leader) for leader in requests},
-                             core._config["broker_timeout_ms"], core._stalled)
+                             core._config["broker_timeout_ms"], core._stalled,
+                             lambda leader: at_once.start(leader, [requests[leader]]))
     out: dict[TopicPartition, FetchResult] = {}
     for leader, got in answers.items():
         request, its = requests[leader], by_leader[leader]
@@ -257,6 +261,7 @@ def _request_many(core: ClientCore, items: list[tuple[str, int, int]], max_bytes
     request_max = max_bytes
     if partition_max_bytes is not None:
         request_max, max_bytes = partition_max_bytes * len(items), partition_max_bytes
-    epoch = core._cache.epoch
-    return FetchFor([(t, [(p, epoch(t, p), o, max_bytes) for p, o in ps]) for t, ps in by_topic.items()],
+    epochs = core._cache.epochs  # MetadataCache.epoch: the last leader epoch seen, -1 unknown
+    return FetchFor([(t, [(p, e.get(p, -1), o, max_bytes) for p, o in ps])
+                     for t, ps in by_topic.items() for e in (epochs.get(t, {}),)],
                     max_wait_ms=0, min_bytes=1, max_bytes=request_max, isolation_level=READ_UNCOMMITTED)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from streaming.sources.kafka_client import metadata
-from streaming.sources.kafka_client.core import ClientCore
+from streaming.sources.kafka_client.core import AtOnce, ClientCore
 from streaming.sources.kafka_client.errors import (
     LEADER_ERRORS,
     KafkaWireError,
@@ -205,7 +205,7 @@ async def table(core: ClientCore, asked: list[tuple[str, Any]], partial: bool = 
         deadline = core._config["broker_timeout_ms"] if partial else None
         by_node = await per_node(core._transport, core._transport.wait_for,
                                  {leader: _job(core, leader, requests[leader]) for leader in by_leader},
-                                 deadline, core._stalled if partial else None)
+                                 deadline, core._stalled if partial else None, _at_once(core, requests))
         ids_now = np.asarray([t.id_index(core._cache.topic_ids.get(name)) for name in t.topics] or [-1],
                              dtype=np.int64)
         for leader, rows in by_leader.items():
@@ -356,6 +356,19 @@ def _job(core: ClientCore, leader: int, requests: list[ListOffsetsFor]) -> Calla
         return await core._await_bodies(futures)
 
     return job
+
+
+def _at_once(core: ClientCore, requests: dict[int, list[ListOffsetsFor]]) -> Callable[[int], Any]:
+    """``per_node``'s ``now``: a leader's three requests sent at once when it can take them
+    (:class:`~streaming.sources.kafka_client.core.AtOnce`), else None and :func:`_job` runs as a task."""
+    at_once = AtOnce(core)
+
+    def now(leader: int) -> Any:
+        for request in requests[leader]:
+            request._version = None  # negotiated again on this connection (a request may be reused)
+        return at_once.start(leader, requests[leader])
+
+    return now
 
 
 def _requests(core: ClientCore, asked: list[tuple[str, np.ndarray]]) -> list[ListOffsetsFor]:
