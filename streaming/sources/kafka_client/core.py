@@ -16,14 +16,21 @@ sends its requests through :meth:`ClientCore._send` / :meth:`ClientCore._send_no
    which raises ``IncompatibleBrokerVersion`` when there is none). A request object that already
    has a version keeps it (a Fetch re-sent to a preferred read replica).
 3. **Codec**: the request body is encoded by the request object (kafka-python's schema classes,
-   or :mod:`~streaming.sources.kafka_client.list_offsets_codec`) and the answer body decoded by
-   the response class its header names; a body that does not decode is ``KafkaProtocolError``,
+   or the client's own :mod:`~streaming.sources.kafka_client.list_offsets_codec` and
+   :mod:`~streaming.sources.kafka_client.fetch_codec`, whose requests name their decoder with
+   ``response_decoder()``) and the answer body decoded by the response class its header names;
+   a body that does not decode is ``KafkaProtocolError``,
    as kafka-python's ``KafkaProtocol`` raises it (not retriable: the call fails with
    ``KafkaWireError``; the connection stays open, its framing is intact).
 
 The core also owns the client's configuration, its lifecycle (lazy start, pickling: only the
 configuration travels), the :class:`MetadataCache` and the messages naming brokers and ACLs.
 It imports no API module.
+
+**Sending at once** (:class:`AtOnce`): the per-leader jobs of one ListOffsets or Fetch call are
+put on their connections directly, without a task, a wait and a timer per leader (at 1,000
+brokers those were a large part of the IO thread's work); a leader that is throttled or not yet
+connected runs its job as a task, as before.
 """
 
 from __future__ import annotations
