@@ -25,6 +25,7 @@ from streaming.config import (
     engine_config,
     spark_conf,
 )
+from streaming.gc_pause import widen_young_generation
 from streaming.microbatch import SinkSet
 from streaming.pipeline import spark_session, start_query, stop_gracefully
 from streaming.sources.kafka_security import spark_source_options
@@ -208,6 +209,7 @@ def run_job(cfg: Config, *, source: str, path: str | None, once: bool = False,
     """Start the streaming query and block until stopped (signal, ``stop_event`` or ``once``).
 
     ``cfg``: the :class:`Config` (:func:`streaming.config.load_config`)."""
+    widen_young_generation()  # the writer's enricher and availability hold an entry per partition (gc_pause)
     fmt, opts, coord = source_options(cfg, source, path, once=once)
     sinks = build_sinks(cfg.sinks, cfg.kafka, console_out=console_out)
     progress = ProgressLogger()

@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from streaming.events import spark_schema
+from streaming.gc_pause import widen_young_generation
 from streaming.sources.kafka_clients import close_wires
 from streaming.sources.kafka_options import parse_options
 from streaming.sources.kafka_partitions import KafkaGroup, input_partitions
@@ -24,6 +25,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     there are and why each must survive a restart)."""
 
     def __init__(self, options: dict[str, str]) -> None:
+        widen_young_generation()  # this process holds the whole cluster's plan (gc_pause)
         self.planner = KafkaPlanner(parse_options(options))
         self.opts = self.planner.opts  # the same dict: executors get it with every read
         # the last plans handed to Spark, as (JSON form, PlanState): Spark hands them back
