@@ -93,6 +93,16 @@ def _routing(core: ClientCore, t: OffsetsTable, rows: np.ndarray) -> tuple[np.nd
     epochs = np.full(len(rows), -1, dtype=np.int64)
     if not len(rows):
         return leaders, epochs
+    memo = None
+    if len(rows) == len(t):  # every row (rows are ascending and distinct): the same as last time?
+        arrays = [core._cache.routing_arrays(name) for name in t.topics]
+        memo = getattr(core, "_routing_memo", None)
+        if (memo is not None and memo[0] == t.topics and np.array_equal(memo[1], t.partition)
+                and all(a[0] is b[0] and a[1] is b[1] for a, b in zip(memo[2], arrays, strict=True))):
+            # the same partitions asked and no topic's routing replaced (MetadataCache.routing_arrays
+            # keeps its arrays while a topic's leaders and epochs stay the same): the same answer
+            return memo[3].copy(), memo[4].copy()
+        memo = arrays
     topic_of = t.topic_of[rows]
     cuts = np.flatnonzero(np.diff(topic_of)) + 1
     for seg in np.split(np.arange(len(rows)), cuts):
@@ -101,6 +111,8 @@ def _routing(core: ClientCore, t: OffsetsTable, rows: np.ndarray) -> tuple[np.nd
         inside = (p >= 0) & (p < len(la))
         leaders[seg[inside]] = la[p[inside]]
         epochs[seg[inside]] = ea[p[inside]]
+    if memo is not None:
+        core._routing_memo = (list(t.topics), t.partition.copy(), memo, leaders.copy(), epochs.copy())
     return leaders, epochs
 
 
