@@ -130,7 +130,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
     spark = None
     if engine == "spark":
         ensure_java()
-        spark = scan_session(cfg, args.paths, master=args.master)
+        # the quality check reads the inputs again, with either source
+        sources = None if quality else [scan_format(args.paths, topic=args.topic, partition=args.partition)]
+        spark = scan_session(cfg, args.paths, master=args.master, sources=sources)
     findings, gaps = scan_paths(args.paths, cfg, as_of_ms=as_of, spark=spark, topic=args.topic,
                                 partition=args.partition, engine=engine,
                                 end_offsets=broker_end_offsets(cfg) if args.bootstrap_server else None)
@@ -153,10 +155,19 @@ def cmd_scan(args: argparse.Namespace) -> int:
 SCAN_ONE_PARTITION_BYTES = 32 << 20
 
 
-def scan_session(cfg: Config, paths: list[str], *, master: str | None = None):
+def scan_format(paths: list[str], *, topic: str | None = None, partition: int | None = None) -> str:
+    """The data source :func:`scan_paths` reads ``paths`` with: ``segments`` for one log dir,
+    ``dumps`` for files, several dirs or mixed inputs (and for ``--topic``/``--partition``)."""
+    if len(paths) == 1 and os.path.isdir(paths[0]) and topic is None and partition is None:
+        return "segments"
+    return "dumps"
+
+
+def scan_session(cfg: Config, paths: list[str], *, master: str | None = None, sources: list[str] | None = None):
     """The SparkSession of a one-shot scan: the config's Spark settings, the JVM options for a
-    short run (``streaming.spark_session.SHORT_RUN_CONF``), and one shuffle partition for small
-    inputs (:data:`SCAN_ONE_PARTITION_BYTES`)."""
+    short run (``streaming.spark_session.SHORT_RUN_CONF``), one shuffle partition for small
+    inputs (:data:`SCAN_ONE_PARTITION_BYTES`), and the data sources named in ``sources`` (all
+    when None)."""
     from streaming.config import spark_conf
     from streaming.spark_session import spark_session
 
@@ -167,7 +178,7 @@ def scan_session(cfg: Config, paths: list[str], *, master: str | None = None):
         small = False
     if small:
         conf["spark.sql.shuffle.partitions"] = "1"
-    return spark_session(master=master or cfg.streaming.master, conf=conf, short_run=True)
+    return spark_session(master=master or cfg.streaming.master, conf=conf, short_run=True, sources=sources)
 
 
 def scan_quality(spark, paths: list[str], cluster: str, quality: QualityConfig,
@@ -244,9 +255,10 @@ def scan_paths(paths: list[str], cfg: Config, *, as_of_ms: int | None = None,
 
     if engine not in ("spark", "local"):
         raise UsageError(f"scan engine: expected spark or local, got {engine!r}")
+    fmt = scan_format(paths, topic=topic, partition=partition)
     if engine == "spark" and spark is None:
         ensure_java()
-        spark = scan_session(cfg, paths, master=master)
+        spark = scan_session(cfg, paths, master=master, sources=[fmt])
     check_txn_partition_count(paths, cfg.coordinator.txn_state_partitions, topic=topic, partition=partition)
     dirs = [p for p in paths if os.path.isdir(p)]
     files = [p for p in paths if not os.path.isdir(p)]
@@ -254,7 +266,7 @@ def scan_paths(paths: list[str], cfg: Config, *, as_of_ms: int | None = None,
     gaps: list[dict[str, Any]] = []
     findings: dict[str, dict[str, Any]] = {}
     jobs: list[tuple[str, dict[str, str], bool]] = []
-    if len(dirs) == 1 and not files and topic is None and partition is None:
+    if fmt == "segments":
         jobs.append(("segments", file_source_options(cfg, path=dirs[0]), _has_txn_state(dirs)))
     else:
         from streaming.sources.files import inputs_have_coordinator

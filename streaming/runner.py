@@ -227,7 +227,9 @@ def run_job(cfg: Config, *, source: str, path: str | None, once: bool = False,
     ui = serve_for_job(cfg.ui, cfg.streaming, sinks.on_batch, source=f"{name} ({fmt})",
                        audit_path=cfg.abort.audit_path)
     # run --once is one query and an exit, like scan: the JVM options for a short run
-    spark = spark_session(master=cfg.streaming.master, conf=spark_conf(cfg.streaming), short_run=once)
+    # only the source this job reads (the quality gate reads the same one)
+    spark = spark_session(master=cfg.streaming.master, conf=spark_conf(cfg.streaming), short_run=once,
+                          sources=[fmt])
     ck = checkpoint_dir(cfg.streaming, cfg.cluster)
     trigger = {"availableNow": True} if once else {"processingTime": cfg.streaming.trigger_interval}
     broker = broker_confirm(cfg) if fmt == "kafka-txn" else None

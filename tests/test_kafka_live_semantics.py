@@ -18,6 +18,7 @@ import pytest
 
 from streaming.simulate.encode import encode_batch
 from streaming.sources.kafka import KafkaStreamReader, read_partition
+from streaming.sources.kafka_plan_state import PlanState
 from tests.conftest import kafka_watchdog
 from tests.kafka_fake_broker import FakeKafkaBroker, segment_file_name, stage_segment
 
@@ -312,8 +313,9 @@ def test_probe_bytes_bounds_each_partition_not_the_request(tmp_path):
     assert sorted(p.partition for t in req.topics for p in t.partitions) == [0, 1, 2]
     assert {p.partition_max_bytes for t in req.topics for p in t.partitions} == {4096}
     assert req.max_bytes >= 3 * 4096
-    assert sorted(end["probe"]) == ["orders\t0", "orders\t1", "orders\t2"]
-    assert sorted(m["pid"] for m in end["probe"].values()) == [100, 101, 102]
+    memos = PlanState.from_json(end).probe  # the offsets dict holds the memos packed
+    assert sorted(memos) == ["orders\t0", "orders\t1", "orders\t2"]
+    assert sorted(m.pid for m in memos.values()) == [100, 101, 102]
 
 
 # ------------------------------------------------------------------ topics that change

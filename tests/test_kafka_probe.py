@@ -13,6 +13,7 @@ from streaming.alerts import AlertConfig, Enricher
 from streaming.config import engine_config, load
 from streaming.simulate.scenarios import POSITIVE_SCENARIOS, SCENARIOS
 from streaming.sources.kafka import close_wires
+from streaming.sources.kafka_plan_state import PlanState
 from tests.kafka_fake_broker import FakeKafkaBroker
 from tests.live_inprocess import LiveJob
 from tests.scenario_truth import expected_findings, projected
@@ -172,7 +173,7 @@ def test_probe_fetches_only_at_a_moved_lso_and_closes_by_lso_movement(tmp_path):
         assert not {tp for tp in _requested(broker, mark) if tp[0] == "orders"}  # LSO unchanged: no Fetch
         # nothing changed: no read, no progress row of a data partition (the driver keeps its facts)
         assert job.offset["reads"] == {} and job.offset["emit"] == []
-        assert job.offset["probe"]["orders\t0"]["pid"] == 7
+        assert PlanState.from_json(job.offset).probe["orders\t0"].pid == 7  # the offsets hold the memos packed
         # the transaction is aborted: the LSO moves past it and the probe closes it in the state
         segs[0].write_bytes(segs[0].read_bytes() + build_control_batch(3, 7, 2, commit=False, coordinator_epoch=0,
                                                                        timestamp_ms=now))
@@ -209,7 +210,7 @@ def test_a_partition_with_an_old_open_transaction_is_followed_until_nothing_is_o
     with FakeKafkaBroker(tmp_path / "logs") as broker:
         job = run_job(broker, "probe", triggers=1, probe_follow_after_ms="0")
         assert [(f["producer_id"], f["first_offset"]) for f in findings(job)] == [(7, 0), (8, 1)]
-        assert job.offset["probe"]["orders\t0"]["follow"] == 2
+        assert PlanState.from_json(job.offset).probe["orders\t0"].follow == 2
         tail = b"".join(build_control_batch(2 + i, 7 + i, 0, commit=False, coordinator_epoch=0, timestamp_ms=now)
                         for i in range(2))
         seg.write_bytes(seg.read_bytes() + tail)
@@ -220,5 +221,5 @@ def test_a_partition_with_an_old_open_transaction_is_followed_until_nothing_is_o
         job.close()
     assert sorted((a["producer_id"], a["resolution"]) for a in job.alerts if a["status"] == "resolved") == \
         [(7, "aborted"), (8, "aborted")]
-    assert "orders\t0" not in job.offset["probe"] and job.offset["reads"] == {}
+    assert "orders\t0" not in PlanState.from_json(job.offset).probe and job.offset["reads"] == {}
     assert not {tp for tp in _requested(broker, mark) if tp[0] == "orders"}

@@ -270,8 +270,18 @@ def _trace_read(reader, group) -> list[tuple[int, int | None, str]]:
 
     calls: list[tuple[int, int | None, str]] = []
 
+    def importing(frame) -> bool:
+        # segments.py imports step 4 on the first read (its planner processes never read): the
+        # module's own initialisation (dataclass factories...) then runs inside the read, and is
+        # not a visit of the step by the read
+        while frame is not None:
+            if frame.f_code.co_filename.startswith("<frozen importlib"):
+                return True
+            frame = frame.f_back
+        return False
+
     def prof(frame, event, _arg):
-        if event == "call":
+        if event == "call" and not importing(frame):
             step = _step(frame)
             if step is not None:
                 calls.append((step, _step(frame.f_back) if frame.f_back else None,

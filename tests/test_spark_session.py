@@ -74,6 +74,63 @@ def test_short_run_options_only_for_short_runs():
         "spark.driver.extraJavaOptions"] == "-Xss4m"
 
 
+class _Registry:
+    """``spark.dataSource`` of a session: what was registered, in order."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def register(self, cls) -> None:
+        self.names.append(cls.name())
+
+
+class _FakeSession:
+    def __init__(self) -> None:
+        self.dataSource = _Registry()
+
+    @property
+    def _jvm(self):  # no JVM: the pip data source look-up is left to Spark (best effort)
+        raise AttributeError("_jvm")
+
+
+def test_register_sources_only_the_named_ones():
+    one = _FakeSession()
+    ss.register_sources(one, ["dumps"])
+    assert one.dataSource.names == ["dumps"]
+    every = _FakeSession()
+    ss.register_sources(every)
+    assert sorted(every.dataSource.names) == ["dumps", "kafka-txn", "segments"]
+    with pytest.raises(ValueError, match="kafka"):
+        ss.register_sources(_FakeSession(), ["kafka"])
+
+
+def test_scan_reads_one_log_dir_with_segments_and_anything_else_with_dumps(tmp_path):
+    from streaming.cli import scan_format
+
+    d = tmp_path / "logs"
+    (d / "orders-0").mkdir(parents=True)
+    f = d / "orders-0" / f"{0:020d}.log"
+    f.write_bytes(b"")
+    assert scan_format([str(d)]) == "segments"
+    assert scan_format([str(f)]) == "dumps"
+    assert scan_format([str(d), str(d / "orders-0")]) == "dumps"
+    assert scan_format([str(d)], topic="orders", partition=0) == "dumps"
+
+
+def test_source_planners_import_no_decoder_nor_pandas():
+    """Spark's planning processes (create_data_source, the streaming source runner,
+    plan_data_source_read) import the source module and never read: it must not pull in
+    pandas/pyarrow and the decoders (~0.35 CPU s each, issue 23)."""
+    code = ("import sys\n"
+            "import streaming.sources.segments, streaming.sources.dumps\n"
+            "print(sorted(m for m in ('pandas', 'pyarrow', 'streaming.sources.files', 'streaming.normalize')"
+            " if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 @pytest.mark.spark
 def test_shared_session_workers_and_source_lookup(spark):
     # The fixture's session was started by streaming.spark_session.spark_session and read the

@@ -28,10 +28,14 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from streaming.clock_guard import DEFAULT_TOLERANCE_MS
-from streaming.events import spark_schema, to_arrow
-from streaming.sources.files import inputs_have_coordinator, is_ready, read_files
+from streaming.events import spark_schema
+from streaming.sources.drop_dir import is_ready
 
-__all__ = ["DumpsDataSource", "inputs_have_coordinator"]
+# The read (streaming.sources.files: the decoders, pandas) is imported by the reading task only:
+# the Python processes Spark starts to plan (the schema, the streaming source runner, the read
+# planner) import this module too, and never read (issue 23).
+
+__all__ = ["DumpsDataSource"]
 
 
 class FilesPartition(InputPartition):
@@ -75,6 +79,9 @@ def _available(opts: dict[str, Any]) -> list[str]:
 
 
 def _read(p: FilesPartition, opts: dict[str, Any]) -> Iterator[Any]:
+    from streaming.events import to_arrow
+    from streaming.sources.files import read_files
+
     df = read_files(p.files, cluster=opts["cluster"], as_of_ms=opts["as_of"], topic=opts["topic"],
                     partition=opts["partition"], txn_partitions=opts["txn_partitions"], log_dirs=opts["log_dirs"],
                     skew_tolerance_ms=opts["skew_tolerance_ms"])

@@ -54,15 +54,6 @@ from udfs.record_batch import scan_batches
 from udfs.snapshot import decode_snapshot, snapshot_offset_from_name
 from udfs.txn_log import decode_txn_log_segment
 
-# A file is picked up from a drop directory only under its final name: writers create it as
-# ".name" or "name.tmp"/".part"/".partial"/".inprogress" and rename it when complete.
-IN_PROGRESS_SUFFIXES = (".tmp", ".part", ".partial", ".inprogress", ".swp", ".crdownload")
-
-
-def is_ready(name: str) -> bool:
-    base = os.path.basename(name)
-    return bool(base) and not base.startswith(".") and not base.endswith(IN_PROGRESS_SUFFIXES)
-
 
 @dataclass
 class _Segment:

@@ -10,9 +10,12 @@ the driver knows is lost on restart. :class:`PlanState` is that dict as typed fi
 :meth:`PlanState.to_json` / :meth:`PlanState.from_json` are the only places that know its JSON
 form (the keys are unchanged from the checkpoints written before this module existed, so running
 queries resume across the upgrade). One key was added since: ``cols``, the bulk of ``parts`` and
-``seen`` as per-topic arrays (:class:`PlanColumns`), written by plans that have them (probe mode);
-``parts`` / ``seen`` then hold only what the arrays do not, and an entry without ``cols`` reads as
-before. Every entry is complete on its own (Spark restarts from the last one alone).
+``seen`` as columns (:class:`PlanColumns`), written by plans that have them (probe mode);
+``parts`` / ``seen`` then hold only what the columns do not, and an entry without ``cols`` reads
+as before. In such entries ``cols`` and ``probe`` are packed tables (kafka_offset_pack.py: one
+zlib+base64 string per column; at 200,000 partitions ~1 MB instead of ~9 MB of JSON lists and
+objects); the per-topic JSON lists that ``cols`` held before, and ``probe`` as one object per
+partition, still read. Every entry is complete on its own (Spark restarts from the last one alone).
 
 Fields carried from plan to plan (they survive a restart because the next plan needs them):
 
@@ -45,9 +48,13 @@ micro-batch), so nothing new can reach the offset log; after a restart the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 import numpy as np
+
+from streaming.sources.kafka_offset_pack import PackedOffsetsError, is_packed, pack_table, unpack_table
+from streaming.sources.kafka_options import split_key
 
 
 @dataclass(slots=True)
@@ -58,10 +65,11 @@ class Position:
     from_log_start: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
+class Seen(NamedTuple):
     """A partition's ListOffsets answer as planned: JSON ``[hw, lso, log start, leader]``
-    (``None`` for an LSO or log start the broker did not give)."""
+    (``None`` for an LSO or log start the broker did not give). Immutable, and a tuple rather
+    than a frozen dataclass: a plan builds and compares one per changed partition (thousands per
+    trigger at scale, every partition after a restart), which a tuple does about 3x faster."""
 
     high_watermark: int
     lso: int | None
@@ -178,7 +186,8 @@ class PlanColumns:
         n = len(partition)
         self.topics, self.starts, self.partition = topics, starts, partition
         self.keys = keys if keys is not None else [
-            f"{t}\t{p}" for t, ps in zip(topics, np.split(partition, starts[1:-1]), strict=True) for p in ps.tolist()]
+            f"{t}\t{p}" for t, ps in zip(topics, np.split(partition, starts[1:-1]) if topics else [], strict=True)
+            for p in ps.tolist()]
         self.next = np.full(n, -1, dtype=np.int64)
         self.fls = np.zeros(n, dtype=bool)
         self.has_part = np.zeros(n, dtype=bool)
@@ -256,48 +265,59 @@ class PlanColumns:
         return self._key_set
 
     def fill(self, rows: Any, parts: dict[str, Position], seen: dict[str, Seen]) -> None:
-        """Rows ``rows`` set from the dicts (the rows whose entries the plan may have changed)."""
+        """Rows ``rows`` set from the dicts (the rows whose entries the plan may have changed):
+        gathered in lists, then set in one assignment per column."""
         keys = self.keys
-        for r in rows:
-            k = keys[r]
-            pos = parts.get(k)
-            if pos is None:
-                self.has_part[r] = False
-            else:
-                self.has_part[r], self.next[r], self.fls[r] = True, pos.next, bool(pos.from_log_start)
-            f = seen.get(k)
-            if f is None:
-                self.has_seen[r] = False
-            else:
-                self.has_seen[r] = True
-                self.hw[r], self.leader[r] = f.high_watermark, f.leader
-                self.lso[r] = -1 if f.lso is None else f.lso
-                self.ls[r] = -1 if f.log_start is None else f.log_start
+        rows = list(rows)
+        pos = [parts.get(keys[r]) for r in rows]
+        facts = [seen.get(keys[r]) for r in rows]
+        self.has_part[rows] = [p is not None for p in pos]
+        self.has_seen[rows] = [f is not None for f in facts]
+        at = [r for r, p in zip(rows, pos, strict=True) if p is not None]
+        pos = [p for p in pos if p is not None]
+        self.next[at] = [p.next for p in pos]
+        self.fls[at] = [bool(p.from_log_start) for p in pos]
+        at = [r for r, f in zip(rows, facts, strict=True) if f is not None]
+        facts = [f for f in facts if f is not None]
+        self.hw[at] = [f.high_watermark for f in facts]
+        self.leader[at] = [f.leader for f in facts]
+        self.lso[at] = [-1 if f.lso is None else f.lso for f in facts]
+        self.ls[at] = [-1 if f.log_start is None else f.log_start for f in facts]
 
-    def to_json(self) -> tuple[dict[str, list[list[int]]], int]:
-        """The compact form: ``{topic: [partitions, next, from log start (0/1), hw, lso, log start,
-        leader]}`` of the rows with both a position and facts (-1: LSO or log start not given),
-        and how many rows that is."""
+    def to_json(self) -> tuple[dict[str, Any], int]:
+        """The packed form of the rows with both a position and facts, and how many rows that is:
+        a table (kafka_offset_pack.py) with, per row, ``hw``, ``hw-next`` (high watermark minus
+        the next offset: 0 for most partitions, so it packs into a narrow dtype and compresses
+        to almost nothing), ``fls`` (from log start, 0/1), ``hw-lso`` (high watermark minus the
+        LSO; an LSO not given is -1, i.e. ``hw + 1``), ``ls`` (log start, -1: not given) and
+        ``leader``. Topics without such a row are left out. Both differences are exact: int64
+        subtraction wraps around, and reading subtracts again."""
         both = self.has_part & self.has_seen
-        out: dict[str, list[list[int]]] = {}
-        cols = (self.partition, self.next, self.fls.astype(np.int8), self.hw, self.lso, self.ls, self.leader)
-        for i, t in enumerate(self.topics):
-            lo, hi = int(self.starts[i]), int(self.starts[i + 1])
-            m = both[lo:hi]
-            if m.all():
-                out[t] = [c[lo:hi].tolist() for c in cols]
-            elif m.any():
-                out[t] = [c[lo:hi][m].tolist() for c in cols]
-        return out, int(both.sum())
+        n = int(both.sum())
+        everything = n == len(both)
+        pick = (lambda c: c) if everything else (lambda c: c[both])
+        # per topic how many rows it keeps; topics without one are left out (indexes renumbered)
+        kept = np.concatenate(([0], np.cumsum(both, dtype=np.int64)))
+        has_rows = (kept[self.starts[1:]] - kept[self.starts[:-1]]) > 0
+        renumber = np.cumsum(has_rows) - 1
+        hw = pick(self.hw)
+        table = pack_table([t for t, keep in zip(self.topics, has_rows.tolist(), strict=True) if keep],
+                           renumber[pick(self.topic_of)], pick(self.partition),
+                           {"hw": hw, "hw-next": hw - pick(self.next), "fls": pick(self.fls).astype(np.int8),
+                            "hw-lso": hw - pick(self.lso), "ls": pick(self.ls), "leader": pick(self.leader)})
+        return table, n
 
     @classmethod
-    def from_json(cls, d: dict[str, list[list[int]]]) -> tuple[PlanColumns, dict[str, Position], dict[str, Seen]]:
-        """Columns, parts and seen of a compact form (:meth:`to_json`)."""
+    def from_json(cls, d: dict[str, Any]) -> tuple[PlanColumns, dict[str, Position], dict[str, Seen]]:
+        """Columns, parts and seen of a ``cols`` entry: the packed form (:meth:`to_json`), or the
+        per-topic JSON lists ``{topic: [partitions, next, from log start (0/1), hw, lso, log
+        start, leader]}`` that earlier versions wrote."""
+        if is_packed(d):
+            return cls._from_packed(d)
+        if not isinstance(d, dict) or not all(isinstance(v, list) for v in d.values()):
+            raise ValueError("offsets: cols is neither the packed form nor per-topic lists")
         found = [(t, v[0]) for t, v in d.items()]
         cols = cls.of_keys(found)
-        parts: dict[str, Position] = {}
-        seen: dict[str, Seen] = {}
-        keys = cols.keys
         r = 0
         for t, v in d.items():
             if len(v) != len(_COL_NAMES) or len({len(c) for c in v}) != 1:
@@ -306,13 +326,115 @@ class PlanColumns:
             r += len(v[0])
             cols.next[lo:r], cols.fls[lo:r] = v[1], v[2]
             cols.hw[lo:r], cols.lso[lo:r], cols.ls[lo:r], cols.leader[lo:r] = v[3], v[4], v[5], v[6]
-            for j, (nxt, fls, hw, lso, ls, leader) in enumerate(zip(*v[1:], strict=True)):
-                k = keys[lo + j]
-                parts[k] = Position(nxt, bool(fls))
-                seen[k] = Seen(hw, None if lso < 0 else lso, None if ls < 0 else ls, leader)
-        cols.has_part[:] = True
-        cols.has_seen[:] = True
-        return cols, parts, seen
+        return cols, *cols._dicts()
+
+    @classmethod
+    def _from_packed(cls, d: dict[str, Any]) -> tuple[PlanColumns, dict[str, Position], dict[str, Seen]]:
+        topics, topic, partition, f = unpack_table(d, _PACKED_FIELDS, "cols", grouped=True)
+        fls = f["fls"]
+        if len(fls) and (int(fls.min()) < 0 or int(fls.max()) > 1):
+            i = int(np.flatnonzero((fls < 0) | (fls > 1))[0])
+            raise PackedOffsetsError(f"offsets: cols field 'fls' of topic {topics[int(topic[i])]!r} has {int(fls[i])} "
+                                     f"for partition {int(partition[i])}, not 0 or 1")
+        # every listed topic holds rows (to_json leaves the others out): the rows' own grouping
+        counts = np.bincount(topic, minlength=len(topics))
+        if len(topics) and int(counts.min()) == 0:
+            raise PackedOffsetsError(f"offsets: cols field 'topics' names topic {topics[int(np.argmin(counts))]!r} "
+                                     f"without a row")
+        starts = np.zeros(len(topics) + 1, dtype=np.int64)
+        np.cumsum(counts, out=starts[1:])
+        cols = cls(list(topics), starts, partition)
+        hw = f["hw"]
+        cols.hw, cols.next, cols.fls = hw, hw - f["hw-next"], fls.astype(bool)
+        cols.lso, cols.ls, cols.leader = hw - f["hw-lso"], f["ls"], f["leader"]
+        return cols, *cols._dicts()
+
+    def _dicts(self) -> tuple[dict[str, Position], dict[str, Seen]]:
+        """``parts`` and ``seen`` of every row (read back from the offset log: all rows have both)."""
+        self.has_part[:] = True
+        self.has_seen[:] = True
+        keys = self.keys
+        nxt, fls = self.next.tolist(), self.fls.tolist()
+        parts = {k: Position(a, b) for k, a, b in zip(keys, nxt, fls, strict=True)}
+        seen = {k: Seen(hw, None if lso < 0 else lso, None if ls < 0 else ls, leader) for k, hw, lso, ls, leader
+                in zip(keys, self.hw.tolist(), self.lso.tolist(), self.ls.tolist(), self.leader.tolist(), strict=True)}
+        return parts, seen
+
+
+_PACKED_FIELDS = ("hw", "hw-next", "fls", "hw-lso", "ls", "leader")
+# ProbeMemo's fields in the packed ``probe`` table; those that may be None have a bit in "null"
+_PROBE_FIELDS = ("lso", "end", "pid", "first", "first_ts", "follow", "null")
+_PROBE_NULLABLE = ("end", "pid", "first", "first_ts", "follow")
+#: the fields of :class:`MemoArrays`' columns
+MEMO_FIELDS = ("lso",) + _PROBE_NULLABLE
+_MEMO_GET = attrgetter(*MEMO_FIELDS)
+
+
+class MemoArrays:
+    """A plan's probe memos as arrays, in the dict's order: ``rows`` (each memo's row in the
+    plan's :class:`PlanColumns`, -1 for a partition they do not list), ``values`` (one column per
+    field of :data:`MEMO_FIELDS`, 0 where None) and ``none`` (where a field is None).
+
+    Built once per plan (:meth:`PlanState.memo_arrays`): its offset log entry packs them, and
+    the next plan's ``KafkaPlanner._quiet`` reads them instead of looking at every memo again."""
+
+    __slots__ = ("keys", "rows", "values", "none")
+
+    def __init__(self, probe: dict[str, ProbeMemo], cols: PlanColumns) -> None:
+        n = len(probe)
+        self.keys = probe.keys()
+        index = cols.index
+        try:
+            self.rows = np.fromiter(map(index.__getitem__, probe), dtype=np.int64, count=n)
+        except KeyError:  # some partition the columns do not list
+            self.rows = np.fromiter((index.get(k, -1) for k in probe), dtype=np.int64, count=n)
+        # one object array of every memo's fields, Nones found in one comparison (the cheapest
+        # way found to get tens of thousands of optional ints into arrays)
+        values = np.array(list(map(_MEMO_GET, probe.values())), dtype=object).reshape(n, len(MEMO_FIELDS))
+        self.none = np.equal(values, None)
+        values[self.none] = 0
+        self.values = values.astype(np.int64)
+        if self.none[:, 0].any():
+            raise ValueError("a probe memo without an LSO")
+
+    def column(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(values, none)`` of one field."""
+        j = MEMO_FIELDS.index(name)
+        return self.values[:, j], self.none[:, j]
+
+
+def _probe_to_json(memos: MemoArrays, cols: PlanColumns) -> dict[str, Any]:
+    """The probe memos as a packed table in the dict's order: ``lso`` and, 0 where None with the
+    field's bit set in ``null`` (1 end, 2 pid, 4 first, 8 first_ts, 16 follow), the others."""
+    n = len(memos.rows)
+    if n and int(memos.rows.min()) < 0:  # a memo of a partition not among the columns' rows: from its key
+        tps = [split_key(k) for k in memos.keys]
+        topics = list(dict.fromkeys(t for t, _ in tps))
+        at = {t: i for i, t in enumerate(topics)}
+        topic = np.fromiter((at[t] for t, _ in tps), dtype=np.int64, count=n)
+        partition = np.fromiter((p for _, p in tps), dtype=np.int64, count=n)
+    else:
+        topics, topic, partition = cols.topics, cols.topic_of[memos.rows], cols.partition[memos.rows]
+    fields = {name: memos.values[:, j] for j, name in enumerate(MEMO_FIELDS)}
+    fields["null"] = memos.none[:, 1:].astype(np.int64) @ (1 << np.arange(len(_PROBE_NULLABLE), dtype=np.int64))
+    return pack_table(topics, topic, partition, fields)
+
+
+def _probe_from_json(d: dict[str, Any]) -> dict[str, ProbeMemo]:
+    if not is_packed(d):
+        return _map(d, ProbeMemo.from_json)
+    topics, topic, partition, f = unpack_table(d, _PROBE_FIELDS, "probe")
+    null = f["null"]
+    bad = np.flatnonzero((null < 0) | (null >= 1 << len(_PROBE_NULLABLE)))
+    if len(bad):
+        i = int(bad[0])
+        raise PackedOffsetsError(f"offsets: probe field 'null' of topic {topics[int(topic[i])]!r} has {int(null[i])} "
+                                 f"for partition {int(partition[i])}, not a set of the bits of {_PROBE_NULLABLE}")
+    cols = [f["lso"].tolist()] + [[None if gone else v for v, gone in
+                                   zip(f[name].tolist(), ((null >> bit) & 1).astype(bool).tolist(), strict=True)]
+                                  for bit, name in enumerate(_PROBE_NULLABLE)]
+    return {f"{topics[t]}\t{p}": ProbeMemo(*m) for t, p, *m in zip(topic.tolist(), partition.tolist(), *cols,
+                                                                     strict=True)}
 
 
 def _map(d: dict | None, f: Any) -> dict:
@@ -352,25 +474,34 @@ class PlanState:
     emit: list[str] = field(default_factory=list)
     # driver memory: parts and seen as arrays (PlanColumns), when the planner built them
     cols: PlanColumns | None = field(default=None, compare=False, repr=False)
+    # driver memory: the probe memos as arrays (memo_arrays), once asked for
+    memos: MemoArrays | None = field(default=None, compare=False, repr=False)
 
     @property
     def initial(self) -> bool:
         return self.planned is None
+
+    def memo_arrays(self) -> MemoArrays | None:
+        """The probe memos as arrays over :attr:`cols`' rows (None without memos or columns),
+        built on the first call: only for a finished plan, whose ``probe`` no longer changes."""
+        if self.memos is None and self.probe is not None and self.cols is not None:
+            self.memos = MemoArrays(self.probe, self.cols)
+        return self.memos
 
     def to_json(self) -> dict[str, Any]:
         """The offsets dict Spark writes to its offset log."""
         parts, seen = self.parts, self.seen
         compact = None
         if self.cols is not None and not self.initial:
-            # The bulk as per-topic arrays ("cols"), whole in every entry: Spark restarts from the
-            # last offset log entry alone. Entries the arrays do not hold (a partition with a
-            # position and no facts, or one no longer listed) stay in "parts"/"seen".
+            # The bulk packed into a few strings ("cols", kafka_offset_pack.py), whole in every
+            # entry: Spark restarts from the last offset log entry alone. Entries the columns do
+            # not hold (a partition with a position and no facts, or one no longer listed) stay
+            # in "parts"/"seen".
             compact, n = self.cols.to_json()
             if n != len(parts) or n != len(seen):
-                covered = {k for k, both in zip(self.cols.keys, (self.cols.has_part & self.cols.has_seen).tolist(),
-                                                strict=True) if both}
-                parts = {k: v for k, v in parts.items() if k not in covered}
-                seen = {k: v for k, v in seen.items() if k not in covered}
+                index, both = self.cols.index, (self.cols.has_part & self.cols.has_seen).tolist()
+                parts = {k: v for k, v in parts.items() if (r := index.get(k)) is None or not both[r]}
+                seen = {k: v for k, v in seen.items() if (r := index.get(k)) is None or not both[r]}
             else:
                 parts, seen = {}, {}
         out: dict[str, Any] = {"parts": {k: [v.next, v.from_log_start] for k, v in parts.items()},
@@ -388,7 +519,10 @@ class PlanState:
                     "rereads": dict(self.rereads), "unread_seen": self.unread_seen, "lagging": list(self.lagging),
                     "txn_n": self.txn_n})
         if self.probe is not None:
-            out.update({"probe": _out(self.probe), "reads": _out(self.reads),
+            # with the columns (the planner's plans), the memos are packed too: one per open
+            # partition, tens of thousands at scale
+            probe = _probe_to_json(self.memo_arrays(), self.cols) if compact is not None else _out(self.probe)
+            out.update({"probe": probe, "reads": _out(self.reads),
                         "closes": {k: [list(c) for c in v] for k, v in self.closes.items()}, "emit": list(self.emit)})
         return out
 
@@ -401,7 +535,7 @@ class PlanState:
         cols = None
         if d.get("cols"):  # the compact bulk (to_json); "parts"/"seen" hold the rest
             cols, more_parts, more_seen = PlanColumns.from_json(d["cols"])
-            if (set(more_parts) & set(parts)) or (set(more_seen) & set(seen)):
+            if (more_parts.keys() & parts.keys()) or (more_seen.keys() & seen.keys()):
                 raise ValueError("offsets: a partition is both in cols and in parts/seen")
             parts.update(more_parts)
             seen.update(more_seen)
@@ -411,7 +545,7 @@ class PlanState:
             unavail=_map(d.get("unavail"), PartitionDown.from_json), ids=dict(d.get("ids") or {}),
             gone=dict(d.get("gone") or {}), seen=seen,
             behind=dict(d.get("behind") or {}), unread_seen=d.get("unread_seen", -1),
-            probe=_map(d["probe"], ProbeMemo.from_json) if "probe" in d else None,
+            probe=_probe_from_json(d["probe"]) if "probe" in d else None,
             planned=d.get("planned"), resets=_map(d.get("resets"), Reset.from_json),
             dropped=dict(d.get("dropped") or {}), starts=dict(d.get("starts") or {}),
             rereads=dict(d.get("rereads") or {}), lagging=list(d.get("lagging") or []), txn_n=d.get("txn_n"),

@@ -98,6 +98,16 @@ def plan_reset(topic: str, partition: int, nxt: int, old_id: str | None, off: An
                  f"are gone; reading again from the log start {off.log_start} (events may repeat)")
 
 
+def _above(values: np.ndarray, bound: int) -> np.ndarray:
+    """``values > bound`` for int64 ``values`` and any Python int ``bound`` (beyond int64's
+    range the answer is the same for every value)."""
+    if bound < -2 ** 63:
+        return np.ones(len(values), dtype=bool)
+    if bound >= 2 ** 63 - 1:
+        return np.zeros(len(values), dtype=bool)
+    return values > bound
+
+
 class KafkaPlanner:
     """Plans the kafka source's micro-batches on the driver.
 
@@ -218,7 +228,8 @@ class KafkaPlanner:
         if end.probe is not None:
             self._probe_stalled = {}
             known = found.key_set
-            end.probe = {k: m for k, m in end.probe.items() if k in known}  # unavailable ones keep theirs
+            if not end.probe.keys() <= known:  # (checked in C first: at scale no partition has gone)
+                end.probe = {k: m for k, m in end.probe.items() if k in known}  # unavailable ones keep theirs
             need = self._probe_decide(probe_todo, start, end, now)  # stage 4: which LSOs to fetch
             found_at = self._probe_fetch([(t, p, lso) for t, p, _, lso, _ in need])  # stage 4: Fetch at them
             self._probe_fold(need, found_at, end, now)  # stage 5: planning
@@ -269,16 +280,21 @@ class KafkaPlanner:
                 q[r] = False
         lso_now = np.where((lso >= 0) & (lso <= hw), lso, hw)  # as _probe_decide: LSO unknown = hw
         has_memo = np.zeros(n, dtype=bool)
-        follow_after = self.opts["probe_follow_after_ms"]
-        ql, lso_l, hw_l = q.tolist(), lso_now.tolist(), hw.tolist()
-        for k, m in end.probe.items():
-            r = index.get(k)
-            if r is None:
-                continue
+        # end.probe is still start's memos here (a copy), which start holds as arrays over the same
+        # rows (sc.same_rows(found)): built once, also for its offset log entry
+        memos = start.memo_arrays()
+        if memos is not None and len(memos.rows):
+            on = memos.rows >= 0
+            r = memos.rows[on]
             has_memo[r] = True
-            if ql[r] and not (m.follow is None and m.end is not None and m.lso == lso_l[r] and lso_l[r] < hw_l[r]
-                              and (m.first_ts is None or now - m.first_ts < follow_after)):
-                q[r] = False
+            m_lso = memos.column("lso")[0][on]
+            _, end_none = memos.column("end")
+            _, follow_none = memos.column("follow")
+            first_ts, first_ts_none = memos.column("first_ts")
+            # now - first_ts < probe_follow_after_ms, in int64 without overflow: first_ts > now - after
+            young = first_ts_none[on] | _above(first_ts[on], now - self.opts["probe_follow_after_ms"])
+            waiting = (follow_none[on] & ~end_none[on] & (m_lso == lso_now[r]) & (lso_now[r] < hw[r]) & young)
+            q[r[~waiting]] = False
         q &= has_memo | ((lso_now >= hw) & (sc.next == hw) & ~sc.fls)
         return q
 
@@ -519,7 +535,8 @@ class KafkaPlanner:
         from discovery is asked once through ListOffsets, which does that confirmation.
         """
         listed = found.key_set
-        vanished = [split_key(k) for k in parts if k not in listed]
+        # checked in C first: at scale a partition has rarely gone
+        vanished = [] if parts.keys() <= listed else [split_key(k) for k in parts if k not in listed]
         confirmed = dict(offs)
         if vanished:
             more, _ = self.wire().offsets_available(vanished)

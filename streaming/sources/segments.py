@@ -52,9 +52,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -63,19 +62,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
-from streaming import partition_read
 from streaming.clock_guard import DEFAULT_TOLERANCE_MS, guarded_clock
-from streaming.event_table import EventTable
 from streaming.events import spark_schema
-from streaming.normalize import gap_event
-from streaming.partition_read import (
-    BatchPiece,
-    Offsets,
-    ReadContext,
-    TxnPiece,
-    data_partition_events,
-    txn_partition_events,
-)
 from streaming.sources.log_layout import (
     Chunk,
     PartitionDir,
@@ -85,6 +73,14 @@ from streaming.sources.log_layout import (
     parse_partition_dir,
 )
 from streaming.sources.logdir import PartitionRead, plan_partition, read_partition
+
+# Step 4 (events: normalize, partition_read, event_table) imports pandas and pyarrow (~0.35 CPU s).
+# Only the reading task needs it: the Python processes Spark starts to plan (the schema, the
+# streaming source runner, the read planner) import this module too, and never read (issue 23).
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from streaming.event_table import EventTable
 
 
 def plan_offsets(opts: dict[str, Any], start: dict, max_bytes: int | None) -> dict:
@@ -216,9 +212,11 @@ def read_range(
     newest readable one now). ``txn_partition_count``: ``__transaction_state``'s partition count
     for its progress rows (config ``txn_state_partitions``).
     """
+    from streaming.partition_read import REDUCE_IN_READ
+
     files = list_files(part, start)
     read = read_partition(files, chunks, start=start, end=end, validate_crc=validate_crc, seed_offset=seed_offset,
-                          reduce=partition_read.REDUCE_IN_READ)
+                          reduce=REDUCE_IN_READ)
     return read_events(read, cluster=cluster, clock_ms=clock_ms, source=source,
                        txn_partition_count=txn_partition_count, typed=typed)
 
@@ -228,6 +226,16 @@ def read_events(read: PartitionRead, *, cluster: str, clock_ms: int, source: str
                 collect: EventTable | None = None) -> pd.DataFrame | None:
     """Step 4 of a log-dir read: a read and decoded partition (:class:`PartitionRead`) → its events
     (appended to ``collect`` instead when given)."""
+    from streaming.normalize import gap_event
+    from streaming.partition_read import (
+        BatchPiece,
+        Offsets,
+        ReadContext,
+        TxnPiece,
+        data_partition_events,
+        txn_partition_events,
+    )
+
     part = read.part
     common = dict(source=source, cluster=cluster, event_time_ms=clock_ms)
     gaps = []
@@ -255,13 +263,16 @@ def read_events(read: PartitionRead, *, cluster: str, clock_ms: int, source: str
 def _read_partition(p: SegmentsPartition | SegmentsGroup, opts: dict[str, Any]) -> Iterator[Any]:
     """The task's reads, one partition after the other as :func:`read_range` does them, gathered
     column by column (:class:`EventTable`) and yielded as one Arrow batch: no pandas on the way."""
+    from streaming.event_table import EventTable
+    from streaming.partition_read import REDUCE_IN_READ
+
     table = EventTable()
     for one in p.parts if isinstance(p, SegmentsGroup) else [p]:
         part = parse_partition_dir(one.part_path)
         start = tuple(one.start) if one.start else None
         read = read_partition(list_files(part, start), one.chunks, start=start,
                               end=tuple(one.end) if one.end else None, validate_crc=opts["validate_crc"],
-                              seed_offset=one.seed_offset, reduce=partition_read.REDUCE_IN_READ)
+                              seed_offset=one.seed_offset, reduce=REDUCE_IN_READ)
         read_events(read, cluster=opts["cluster"], clock_ms=one.clock, txn_partition_count=opts["txn_partitions"],
                     collect=table)
     if len(table):
