@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from streaming.alerts import Enricher
 from streaming.events import arrow_schema
+from streaming.gc_pause import collector_paused
 from streaming.microbatch import BatchWriter, LocalLoop, SinkSet
 from streaming.state_machine import EngineConfig
 
@@ -37,7 +38,10 @@ def read_source(reader: Any) -> pa.Table:
 
     logdir.PLAN_SCANS = {}  # each file's headers scanned once, when planned (logdir.PLAN_SCANS)
     try:
-        batches = [b for p in reader.partitions() for b in reader.read(p)]
+        # an allocation burst without reference cycles (decoded records, replays, event columns):
+        # young collections would promote it and start a full one (streaming.gc_pause)
+        with collector_paused():
+            batches = [b for p in reader.partitions() for b in reader.read(p)]
     finally:
         logdir.PLAN_SCANS = None
     if not batches:

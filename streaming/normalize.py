@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from streaming.events import make_row, to_frame
-from udfs.model import DecodeError, control_name
+from udfs.model import CONTROL_ABORT, CONTROL_COMMIT, CONTROL_EMPTY, DecodeError, control_name
+from udfs.stable_order import stable_argsort
 from udfs.txn_log import reduce_coordinator_records as reduce_coordinator_records  # lives beside its decoder
 
 
@@ -28,6 +29,7 @@ def data_events(
     source_position: str | None = None,
     position_format: str = "{prefix}@{pos}",
     reduce_from: int | None = None,
+    first_read: bool = False,
     typed: bool = True,
 ) -> pd.DataFrame:
     """Spans and markers of one read of a data partition (DESIGN §4-§5): :func:`data_event_columns`
@@ -38,13 +40,14 @@ def data_events(
     gap for them). Non-transactional batches (plain or idempotent) never produce a row.
 
     ``reduce_from``: fold the transactions that open and close within this read, among rows at
-    or after this offset, with :func:`reduce_closed_in_read` (None: keep every row).
+    or after this offset, with :func:`reduce_closed_in_read` (None: keep every row), whose
+    ``first_read`` this is.
     ``typed=False``: leave the columns untyped (``event_time`` in ms) for a caller that types the
     whole read once (:func:`streaming.events.to_frame`).
     """
     final = data_event_columns(cols, topic=topic, partition=partition, source=source, cluster=cluster,
                                event_time_ms=event_time_ms, source_position=source_position,
-                               position_format=position_format, reduce_from=reduce_from)
+                               position_format=position_format, reduce_from=reduce_from, first_read=first_read)
     if final is None:
         return to_frame([])
     n_out = len(final["kind"])
@@ -68,19 +71,28 @@ def data_event_columns(
     source_position: str | None = None,
     position_format: str = "{prefix}@{pos}",
     reduce_from: int | None = None,
+    first_read: bool = False,
 ) -> dict[str, Any] | None:
     """The rows of :func:`data_events` as columns (None: no row): numpy arrays (``source_position``:
     an Arrow string array), and scalars for the values every row has (topic, partition, source,
     cluster, event time in ms), for a caller
     that gathers many reads column by column (:class:`streaming.event_table.EventTable`).
-    A column is float (NaN: null) or object (NaN: null) where the spans or the markers lack it."""
+    A column is float (NaN: null) or object (NaN: null) where the spans or the markers lack it.
+
+    The rows are what ``concat([spans, markers])`` sorted by first offset (stable), then
+    :func:`reduce_closed_in_read`, gives. The sort and the reduction are decided on the few
+    columns they read, and every other column is gathered once, for the rows kept (a read of many
+    small batches keeps about one row in ten: building every column for every row, then sorting
+    and dropping them, was most of this function's time).
+    """
     n = len(cols["base_offset"])
     if n == 0:
         return None
     keep = cols["is_transactional"] & (cols["producer_id"] >= 0) & (cols["crc_valid"] != 0)
     if not keep.any():
         return None
-    c = {k: cols[k][keep] for k in (
+    at = None if keep.all() else np.flatnonzero(keep)
+    c = {k: cols[k] if at is None else cols[k][at] for k in (
         "base_offset", "last_offset", "batch_size", "first_timestamp", "max_timestamp", "producer_id",
         "producer_epoch", "record_count", "is_control", "control_type", "coordinator_epoch", "position")}
     # Dumps of 0.11-1.1 do not print the record count (-1) nor the size (0): count nothing then.
@@ -89,16 +101,52 @@ def data_event_columns(
     # Columns (and dtypes) as pandas gave them when this was concat([spans, markers]) of two
     # frames: a column missing from one part is float64 (ints) or object, with NaN there.
     is_ctrl = c["is_control"].astype(bool)
+    spans = None if is_ctrl.all() else _spans(c, is_ctrl)
+    m_at = np.flatnonzero(is_ctrl)
+    ns = 0 if spans is None else len(spans["producer_id"])
+    nm = len(m_at)
+    # rows: the spans (0 .. ns-1), then the markers (ns ..), sorted by first offset (stable)
+    first = c["base_offset"][m_at] if spans is None else \
+        spans["first_offset"] if not nm else np.concatenate((spans["first_offset"], c["base_offset"][m_at]))
+    order = stable_argsort(first)
+    sel = order
+    folded = None
+    if reduce_from is not None and nm >= 3:  # folding needs a marker between the first and the last one
+        is_m = order >= ns
+        m_ord = order[is_m] - ns  # the markers, in row order
+        codes = c["control_type"][m_at][m_ord]
+        # the names the frame path compares (udfs.model.CONTROL_NAMES: one code per name)
+        commit_abort = np.zeros(len(order), dtype=bool)
+        commit_abort[is_m] = (codes == CONTROL_COMMIT) | (codes == CONTROL_ABORT)
+        empty = np.zeros(len(order), dtype=bool)
+        empty[is_m] = codes == CONTROL_EMPTY
+        cep = np.full(len(order), np.nan)
+        cep[is_m] = c["coordinator_epoch"][m_at][m_ord]
+
+        def both(span_values: np.ndarray, marker_values: np.ndarray) -> np.ndarray:
+            return (marker_values if spans is None else np.concatenate((span_values, marker_values)))[order]
+
+        pid = both(None if spans is None else spans["producer_id"], c["producer_id"][m_at])
+        epoch = both(None if spans is None else spans["producer_epoch"], c["producer_epoch"][m_at])
+        plan = _fold_plan(is_m, ~is_m, pid, first[order], commit_abort, empty, cep, epoch, reduce_from, first_read)
+        if plan is not None:
+            kept, carrier, txns, epochs = plan
+            sel = order[kept]
+            folded = carrier, txns, epochs
+    # every column, for the rows kept only: each part's rows taken, concatenated, then put in order
+    in_spans = sel < ns
+    s_rows, m_rows = sel[in_spans], m_at[sel[~in_spans] - ns]
     parts: list[dict[str, np.ndarray]] = []
-    if not is_ctrl.all():
-        spans = _spans(c, is_ctrl)
-        spans["kind"] = np.full(len(spans["producer_id"]), "data", dtype=object)
-        spans["route_pid"] = spans["producer_id"]
-        parts.append(spans)
-    if is_ctrl.any():
-        m = {k: v[is_ctrl] for k, v in c.items()}
+    if spans is not None:
+        parts.append({k: v[s_rows] for k, v in spans.items()})
+        parts[-1]["kind"] = np.full(len(s_rows), "data", dtype=object)
+        parts[-1]["route_pid"] = parts[-1]["producer_id"]
+    if nm:
+        m = {k: c[k][m_rows] for k in ("producer_id", "producer_epoch", "base_offset", "max_timestamp",
+                                         "record_count", "batch_size", "empty", "control_type",
+                                         "coordinator_epoch", "position")}
         parts.append({
-            "kind": np.full(len(m["producer_id"]), "marker", dtype=object),
+            "kind": np.full(len(m_rows), "marker", dtype=object),
             "producer_id": m["producer_id"],
             "route_pid": m["producer_id"],
             "producer_epoch": m["producer_epoch"],
@@ -106,7 +154,7 @@ def data_event_columns(
             "last_offset": m["base_offset"],
             "first_ts": m["max_timestamp"],
             "last_ts": m["max_timestamp"],
-            "batch_count": np.ones(len(m["producer_id"]), dtype=np.int64),
+            "batch_count": np.ones(len(m_rows), dtype=np.int64),
             "record_count": m["record_count"],
             "bytes": m["batch_size"],
             "empty_batches": m["empty"].astype(np.int64),
@@ -115,12 +163,20 @@ def data_event_columns(
             "first_position": m["position"],
         })
     out = _concat_parts(parts)
-    order = np.argsort(out["first_offset"], kind="stable")
-    out = {k: v[order] for k, v in out.items()}
-    if reduce_from is not None:
-        out = _reduce_arrays(out, reduce_from) or out
+    if spans is not None and nm and not (in_spans[:-1] >= in_spans[1:]).all():
+        # the parts' rows are the spans', then the markers': back to the order of ``sel``
+        where = np.empty(len(sel), dtype=np.int64)
+        where[np.concatenate((np.flatnonzero(in_spans), np.flatnonzero(~in_spans)))] = np.arange(len(sel))
+        out = {k: v[where] for k, v in out.items()}
+    if folded is not None:
+        carrier, txns, epochs = folded
+        k = len(sel)
+        out["folded_txns"] = np.full(k, pd.NA, dtype=object)
+        out["folded_txns"][carrier] = txns
+        out["folded_max_epoch"] = np.full(k, pd.NA, dtype=object)
+        out["folded_max_epoch"][carrier] = epochs
     prefix = source_position or f"{topic}-{partition}"
-    final: dict[str, Any] = {k: v for k, v in out.items() if k not in ("first_position", "stretch")}
+    final: dict[str, Any] = {k: v for k, v in out.items() if k != "first_position"}
     final["topic"] = topic
     final["partition"] = partition
     final["source"] = source
@@ -171,29 +227,26 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
         df["stretch"] = df.groupby("producer_id")["is_control"].cumsum()
         df[~df["is_control"]].groupby(["producer_id", "stretch"], sort=False).agg(...).reset_index()
 
-    computed with numpy (pandas' groupby machinery cost ~20 ms per read, whatever its size).
+    (without the ``stretch`` column) computed with numpy (pandas' groupby machinery cost ~20 ms
+    per read, whatever its size).
     """
     pid = c["producer_id"]
-    n = len(pid)
-    # stretch: the number of the producer's control batches before (and at) each batch
-    by_pid = np.lexsort((np.arange(n), pid))
-    ctrl_sorted = is_ctrl[by_pid].astype(np.int64)
-    cum = np.cumsum(ctrl_sorted)
-    new_pid = np.ones(n, dtype=bool)
-    new_pid[1:] = pid[by_pid][1:] != pid[by_pid][:-1]
-    start_of = np.maximum.accumulate(np.where(new_pid, np.arange(n), 0))
-    stretch_sorted = cum - (cum[start_of] - ctrl_sorted[start_of])
-    stretch = np.empty(n, dtype=np.int64)
-    stretch[by_pid] = stretch_sorted
-    rows = np.flatnonzero(~is_ctrl)
-    sorted_rows = rows[np.lexsort((rows, stretch[rows], pid[rows]))]  # by group, file order within one
-    g_pid, g_st = pid[sorted_rows], stretch[sorted_rows]
+    # Batches by producer id, file order within one (a stable sort). Along one producer's
+    # batches the number of its control batches so far only grows, so its data batches in this
+    # order are already grouped by (producer id, stretch), file order within a group: a group
+    # starts where the producer id changes or a control batch of it came in between.
+    by_pid = stable_argsort(pid)
+    ctrl_sorted = is_ctrl[by_pid]
+    cum = np.cumsum(ctrl_sorted)  # control batches up to each batch (all producers: compared within one)
+    data_at = np.flatnonzero(~ctrl_sorted)
+    sorted_rows = by_pid[data_at]
+    g_pid, g_cum = pid[sorted_rows], cum[data_at]
     first = np.ones(len(sorted_rows), dtype=bool)
-    first[1:] = (g_pid[1:] != g_pid[:-1]) | (g_st[1:] != g_st[:-1])
+    first[1:] = (g_pid[1:] != g_pid[:-1]) | (g_cum[1:] != g_cum[:-1])
     starts = np.flatnonzero(first)
     ends = np.append(starts[1:], len(sorted_rows)) - 1
     first_row, last_row = sorted_rows[starts], sorted_rows[ends]
-    appear = np.argsort(first_row, kind="stable")  # groups in order of their first batch (sort=False)
+    appear = stable_argsort(first_row)  # groups in order of their first batch (sort=False)
 
     def agg(values: np.ndarray, fn: Any) -> np.ndarray:
         # in the column's dtype, as pandas' groupby sum/max (numpy would widen int32 sums)
@@ -202,7 +255,6 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
     first_row, last_row = first_row[appear], last_row[appear]
     return {
         "producer_id": pid[first_row],
-        "stretch": stretch[first_row],
         "first_offset": c["base_offset"][first_row],
         "last_offset": c["last_offset"][last_row],
         "first_ts": c["first_timestamp"][first_row],
@@ -216,7 +268,7 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
     }
 
 
-def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFrame:
+def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0, first_read: bool = False) -> pd.DataFrame:
     """Drop the rows of one read that the producer state cannot tell apart from fewer rows.
 
     ``rows``: spans and markers of one read of one partition in offset order (one span per
@@ -239,11 +291,23 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
     and closed within the read: no later event can reopen them, so the state only needs their
     number (``folded_txns``) and highest producer epoch (``folded_max_epoch``, EMPTY markers
     left out as the state leaves them out), both carried by the last marker's row.
+
+    ``first_read``: the rows are the first of the partition the state ever gets (the source's
+    first read of it, first piece, no seed snapshot: ``partition_read.ReadContext.first_read``).
+    Nothing of any producer is open there before them, so the span before a producer's first
+    marker opens a transaction that this marker closes, within the read, like those after it:
+    both are folded too (unless one of the rules above keeps them). What the state would learn
+    from them is overwritten by the kept rows: the marker after them is ``last_marker``, the
+    highest producer epoch is folded, and the highest coordinator epoch is the last
+    COMMIT/ABORT's (a partition's markers of one producer never lower it: the broker fences a
+    marker whose coordinator epoch is below the one it holds, ``ProducerAppendInfo
+    .checkCoordinatorEpoch``); no finding can be open there to be resolved by the first marker.
     """
     if rows.empty:
         return rows
     plan = _reduce_plan({k: rows[k].to_numpy() for k in (
-        "kind", "producer_id", "first_offset", "marker", "coordinator_epoch", "producer_epoch") if k in rows}, from_offset)
+        "kind", "producer_id", "first_offset", "marker", "coordinator_epoch", "producer_epoch") if k in rows}, from_offset,
+        first_read)
     if plan is None:
         return rows
     keep, carrier, txns, epochs = plan
@@ -256,34 +320,33 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0) -> pd.DataFr
     return out.reset_index(drop=True)
 
 
-def _reduce_arrays(rows: dict[str, np.ndarray], from_offset: int) -> dict[str, np.ndarray] | None:
-    """:func:`reduce_closed_in_read` on columns (None: nothing to drop)."""
-    plan = _reduce_plan(rows, from_offset)
-    if plan is None:
-        return None
-    keep, carrier, txns, epochs = plan
-    out = {k: v[keep] for k, v in rows.items()}
-    n = len(out["kind"])
-    out["folded_txns"] = np.full(n, pd.NA, dtype=object)
-    out["folded_txns"][carrier] = txns
-    out["folded_max_epoch"] = np.full(n, pd.NA, dtype=object)
-    out["folded_max_epoch"][carrier] = epochs
-    return out
-
-
-def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndarray, ...] | None:
-    """What :func:`reduce_closed_in_read` keeps: (keep mask, positions among the kept rows of the
-    rows carrying the folded counts, folded_txns and folded_max_epoch there); None: keep all."""
+def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int, first_read: bool = False) -> tuple[np.ndarray, ...] | None:
+    """What :func:`reduce_closed_in_read` keeps of rows given as columns with the frame's values
+    (``kind`` and ``marker`` names): :func:`_fold_plan`."""
     if "marker" not in rows:
         return None  # no markers
     is_m = rows["kind"] == "marker"
     if is_m.sum() < 3:
         return None  # folding needs a marker between the first and the last one
-    pid = rows["producer_id"]
-    eligible = rows["first_offset"] >= from_offset
-    # per (producer id, eligible) group, in row order (numpy: pandas' groupby cost ~2 ms a call)
+    marker = rows["marker"]
+    return _fold_plan(is_m, rows["kind"] == "data", rows["producer_id"], rows["first_offset"],
+                      is_m & ((marker == "COMMIT") | (marker == "ABORT")), marker == "EMPTY",
+                      rows["coordinator_epoch"].astype(np.float64), rows["producer_epoch"], from_offset, first_read)
+
+
+def _fold_plan(is_m: np.ndarray, is_data: np.ndarray, pid: np.ndarray, first_offset: np.ndarray,
+               commit_abort: np.ndarray, empty: np.ndarray, cep: np.ndarray, epoch: np.ndarray,
+               from_offset: int, first_read: bool = False) -> tuple[np.ndarray, ...] | None:
+    """What :func:`reduce_closed_in_read` keeps: (keep mask, positions among the kept rows of the
+    rows carrying the folded counts, folded_txns and folded_max_epoch there); None: keep all.
+    Per row: a marker, a span, its producer id and first offset, a COMMIT or ABORT marker, an
+    EMPTY one, its coordinator epoch (float, NaN: none) and producer epoch; ``first_read`` as
+    :func:`reduce_closed_in_read`'s."""
+    eligible = first_offset >= from_offset
+    # per (producer id, eligible) group, in row order (numpy: pandas' groupby cost ~2 ms a call);
+    # lexsort is stable: row order within a group
     n = len(pid)
-    order = np.lexsort((np.arange(n), eligible, pid))
+    order = stable_argsort(pid) if eligible.all() else np.lexsort((eligible, pid))
     g_pid, g_el = pid[order], eligible[order]
     new_g = np.ones(n, dtype=bool)
     new_g[1:] = (g_pid[1:] != g_pid[:-1]) | (g_el[1:] != g_el[:-1])
@@ -300,32 +363,30 @@ def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int) -> tuple[np.ndar
     before = (cum - counted)[starts]  # running count before each group
     ordinal = per_row(cum - before[group])  # markers (eligible) up to and including the row
     last = per_row(np.maximum.reduceat(ordinal[order], starts)[group])
-    marker = rows["marker"]
-    cep = rows["coordinator_epoch"].astype(np.float64)
-    typed = is_m & ((marker == "COMMIT") | (marker == "ABORT")) & (np.where(np.isnan(cep), -1, cep) >= 0)
+    typed = commit_abort & (np.where(np.isnan(cep), -1, cep) >= 0)
     typed_ord = np.where(typed, ordinal, -1)
     last_typed = per_row(np.maximum.reduceat(typed_ord[order], starts)[group])
     # The span just before the last marker is kept too: the marker closes it, and the data epoch
     # it closed tells a bumped marker from one that was not (write-after-marker, detection.md §3.1
     # revision 3.1); it opens and closes within the read, so it changes nothing else.
-    keep = ~eligible | (ordinal == 0) | (ordinal == last) | (is_m & (ordinal == 1)) | \
-        (typed & (ordinal == last_typed)) | (~is_m & (ordinal == last - 1))
+    keep = ~eligible | (ordinal == last) | (typed & (ordinal == last_typed)) | (~is_m & (ordinal == last - 1))
+    if not first_read:  # the first marker may close what an earlier read left open, with the span before it
+        keep |= (ordinal == 0) | (is_m & (ordinal == 1))
     if keep.all():
         return None
     dropped = ~keep
-    # an EMPTY control batch never raises the legacy abort's epoch (contract A): not folded in
-    d_pid = pid[dropped]
-    d_data = (rows["kind"] == "data")[dropped]
-    d_epoch = np.where((marker != "EMPTY")[dropped], rows["producer_epoch"][dropped].astype(np.float64), np.nan)
-    f_pid, f_at = np.unique(d_pid, return_inverse=True)
-    f_txns = np.bincount(f_at, weights=d_data, minlength=len(f_pid)).astype(np.int64)
-    f_epoch = np.full(len(f_pid), -np.inf)
-    np.fmax.at(f_epoch, f_at, np.where(np.isnan(d_epoch), -np.inf, d_epoch))
-    f_epoch[np.isneginf(f_epoch)] = np.nan  # only EMPTY markers dropped: no epoch (max of NaNs)
-    k_pid = pid[keep]
-    carrier = np.flatnonzero(is_m[keep] & (ordinal[keep] == last[keep]) & eligible[keep] & np.isin(k_pid, f_pid))
-    at = np.searchsorted(f_pid, k_pid[carrier])
-    return keep, carrier, f_txns[at], f_epoch[at]
+    # per group (the dropped rows are all eligible, and so are the carriers: a group is one
+    # producer's), the folded transactions (data rows) and highest producer epoch, where an EMPTY
+    # control batch never raises the legacy abort's epoch (contract A): not folded in
+    d_sorted = dropped[order]
+    folds = np.logical_or.reduceat(d_sorted, starts)
+    txns = np.add.reduceat((d_sorted & is_data[order]).astype(np.int64), starts)
+    d_epoch = np.where(dropped & ~empty, epoch.astype(np.float64), -np.inf)
+    epochs = np.fmax.reduceat(np.where(np.isnan(d_epoch), -np.inf, d_epoch)[order], starts)
+    epochs[np.isneginf(epochs)] = np.nan  # only EMPTY markers dropped: no epoch (max of NaNs)
+    g = per_row(group)[keep]
+    carrier = np.flatnonzero(is_m[keep] & (ordinal[keep] == last[keep]) & eligible[keep] & folds[g])
+    return keep, carrier, txns[g[carrier]], epochs[g[carrier]]
 
 
 def txn_state_events(

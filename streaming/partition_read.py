@@ -76,7 +76,11 @@ class ReadContext:
     ``lagging``: the live source read the partition's bytes only up to a lagging end (its
     planned high watermark not reached), stamped on every row of the read; ``window_lso``: the
     live probe read a window from this LSO, stamped as ``lso`` on its span and marker rows (the
-    state knows what the window skipped).
+    state knows what the window skipped). ``first_read``: the source's first read of the
+    partition (the ``segments`` source's read that starts at its first byte, in the micro-batch
+    that plans it first): the state holds nothing of it before this read, which lets the in-read
+    reduction fold what opens and closes before each producer's first marker too
+    (:func:`streaming.normalize.reduce_closed_in_read`, first piece, no seed snapshot).
     """
 
     topic: str
@@ -90,6 +94,7 @@ class ReadContext:
     txn_partition_count: int | None = None
     lagging: bool | None = None
     window_lso: int | None = None
+    first_read: bool = False
 
     @property
     def common(self) -> dict[str, Any]:
@@ -173,13 +178,17 @@ def data_partition_events(
             seed_rows = snapshot_rows(seed.entries, **kw)
         else:
             frames.append(snapshot_events(seed.entries, typed=False, **kw))
-    for piece in pieces:
+    for i, piece in enumerate(pieces):
         # Split at the snapshot so that no span straddles it: what lies below is preview only.
         parts = split_at(piece.cols, ctx.snapshot_offset) if ctx.snapshot_offset is not None else (piece.cols,)
         reduce_from = (ctx.snapshot_offset or 0) if REDUCE_IN_READ else None
+        # the state has nothing of the partition before the first piece of its first read (a
+        # later piece follows the rows of the earlier ones)
+        first_read = ctx.first_read and i == 0 and ctx.snapshot_offset is None and seed is None
         for cols in parts:
             kw = dict(topic=ctx.topic, partition=ctx.partition, source_position=piece.source_position,
-                      position_format=piece.position_format, reduce_from=reduce_from, **common)
+                      position_format=piece.position_format, reduce_from=reduce_from, first_read=first_read,
+                      **common)
             if columnar:
                 c = data_event_columns(cols, **kw)
                 if c is not None:

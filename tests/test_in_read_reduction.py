@@ -17,6 +17,7 @@ import json
 import os
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import streaming.partition_read as partition_read
@@ -93,9 +94,9 @@ def _table(batches: list[tuple]) -> dict[str, np.ndarray]:
     }
 
 
-def _events(batches: list[tuple], reduce_from: int | None):
+def _events(batches: list[tuple], reduce_from: int | None, first_read: bool = False):
     return data_events(_table(batches), topic="t", partition=0, source="segments", cluster="c",
-                       event_time_ms=9_000, reduce_from=reduce_from)
+                       event_time_ms=9_000, reduce_from=reduce_from, first_read=first_read)
 
 
 D, C, A, E = CONTROL_NONE, CONTROL_COMMIT, CONTROL_ABORT, CONTROL_EMPTY
@@ -165,3 +166,71 @@ def test_coordinator_records_keep_the_move_to_ongoing_when_the_start_is_not_reco
     assert [r["offset"] for r in reduce_coordinator_records(recs)] == [0, 1, 4, 5, 6]
     with_start = [dict(r, txn_start_ts=50) for r in recs]
     assert [r["offset"] for r in reduce_coordinator_records(with_start)] == [0, 6]
+
+
+def test_first_read_also_folds_what_the_first_marker_closes():
+    """The partition's first read (nothing of it in the state before): producer 7's span at 0 and
+    its first marker (COMMIT at 2) open and close a transaction within the read like the ones after
+    them, so they are folded too. Left: the last COMMIT (8, ce 3: an EMPTY marker teaches none),
+    the last marker (EMPTY at 9) carrying the fold and the span after it; producer 8 (one marker)
+    keeps all. The producer states end as they do without any reduction."""
+    full = _events(BATCHES, None)
+    out = _events(BATCHES, 0, first_read=True)
+    p7 = out[out["producer_id"] == 7]
+    assert list(zip(p7["kind"], p7["first_offset"], strict=True)) == [("marker", 8), ("marker", 9), ("data", 10)]
+    carrier = p7[p7["first_offset"] == 9].iloc[0]
+    # folded: the spans at 0, 3-4 and 7 (3 transactions); epochs 5, 5, 6 (ABORT), 9: highest 9
+    assert carrier["folded_txns"] == 3 and carrier["folded_max_epoch"] == 9
+    assert list(out[out["producer_id"] == 8]["first_offset"]) == [1, 6]
+    for pid in (7, 8):
+        docs = [process_key(pid, ev.assign(event_time_ms=9_000).drop(columns=["event_time"]).to_dict("records"),
+                            None, now_ms=9_000, cfg=EngineConfig())[1] for ev in (full, out)]
+        assert docs[0] == docs[1]
+
+
+def _write_partition(path, batches: list[tuple[int, int, int | None]]) -> list[int]:
+    """A segment of ``orders-0`` holding (offset, epoch, marker type or None: a data batch) of
+    producer 7; returns the byte position after each batch."""
+    from streaming.simulate.encode import encode_batch, encode_marker
+
+    data, ends = b"", []
+    for offset, epoch, marker in batches:
+        ts = 1_700_000_000_000 + offset
+        if marker is None:
+            data += encode_batch(offset, 1, producer_id=7, producer_epoch=epoch, base_sequence=offset,
+                                 is_transactional=True, base_timestamp=ts)
+        else:
+            data += encode_marker(offset, 7, epoch, marker, 1, ts)
+        ends.append(len(data))
+    part = path / "orders-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(data)
+    return ends
+
+
+def test_only_the_first_read_of_a_partition_folds_its_first_marker(tmp_path):
+    """The segments stream reading orders-0 in two micro-batches (max_bytes_per_trigger): the
+    first read (from the partition's first byte) folds producer 7's span at 0 and first COMMIT at
+    1 with the rest up to its last marker at 5; the second read starts where the state already
+    holds the transaction open at 6, so its first COMMIT (7, which closes that transaction) and
+    the span before its last marker stay, and only what lies between them (8, 9) is folded."""
+    from streaming.sources.segments import SegmentsStreamReader
+
+    C = CONTROL_COMMIT
+    ends = _write_partition(tmp_path / "logs", [(0, 0, None), (1, 0, C), (2, 0, None), (3, 0, C), (4, 0, None),
+                                                (5, 0, C), (6, 0, None), (7, 0, C), (8, 0, None), (9, 0, C),
+                                                (10, 0, None), (11, 0, C)])
+    reader = SegmentsStreamReader({"path": str(tmp_path / "logs"), "as_of": "1700000999000",
+                                   "max_bytes_per_trigger": str(ends[6])})
+    start = reader.initialOffset()
+    got = []
+    for _ in range(2):
+        end = reader.latestOffset(start, object())  # a limit other than ReadAllAvailable: the budget applies
+        rows = [r for p in reader.partitions(start, end) for b in reader.read(p)
+                for r in pa.Table.from_batches([b]).to_pylist() if r["kind"] in ("data", "marker")]
+        got.append([(r["kind"], r["first_offset"], r["folded_txns"]) for r in rows])
+        start = end
+    assert got == [
+        [("data", 4, None), ("marker", 5, 2), ("data", 6, None)],
+        [("marker", 7, None), ("data", 10, None), ("marker", 11, 1)],
+    ]

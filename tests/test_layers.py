@@ -248,7 +248,8 @@ def test_no_kafka_client_module_is_longer_than_400_lines():
 _STEP = {"streaming.sources.log_layout": 1, "streaming.sources.logdir": 2, "streaming.partition_read": 4,
          "streaming.normalize": 4, "streaming.events": 4}
 # Value and state objects carried from step to step: building or asking them is not a visit of
-# the module that defines them. udfs.model is the decoders' shared vocabulary (names, codes).
+# the module that defines them. udfs.model is the decoders' shared vocabulary (names, codes),
+# udfs.stable_order a sorting helper the decoders and the events step both use (no decoding).
 _CARRIED = {"PartitionDir", "PartitionFiles", "Chunk", "PartitionRead", "ReadContext", "BatchPiece", "TxnPiece",
             "Offsets", "SnapshotSeed", "SnapshotCandidate", "SnapshotFile", "BatchScan", "DecodeError",
             "PartitionState", "ProducerEntry", "CoordinatorReplay"}
@@ -259,7 +260,7 @@ def _step(frame) -> int | None:
     self = frame.f_locals.get("self")
     if frame.f_code.co_qualname.split(".")[0] in _CARRIED or (self is not None and type(self).__name__ in _CARRIED):
         return None
-    if mod.startswith("udfs.") and mod != "udfs.model":
+    if mod.startswith("udfs.") and mod not in ("udfs.model", "udfs.stable_order"):
         return 3
     return _STEP.get(mod)
 

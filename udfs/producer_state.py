@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from udfs.model import CONTROL_ABORT, CONTROL_COMMIT, CONTROL_EMPTY
+from udfs.stable_order import stable_argsort
 
 
 @dataclass
@@ -97,38 +98,45 @@ class PartitionState:
         if not len(idx):
             return
         n = len(idx)
-        pos = np.arange(n)
-        pids, inv = np.unique(cols["producer_id"][idx], return_inverse=True)
-        ctrl = cols["is_control"][idx]
-        ctype = cols["control_type"][idx]
-        cepoch = cols["coordinator_epoch"][idx]
-        k = len(pids)
+        # Rows by producer id (file order within one, a stable sort), so that every per-producer
+        # reduction below is one reduceat over contiguous groups (ufunc.at is far slower).
+        pid = cols["producer_id"][idx]
+        order = stable_argsort(pid)
+        spid = pid[order]
+        new = np.ones(n, dtype=bool)
+        new[1:] = spid[1:] != spid[:-1]
+        starts = np.flatnonzero(new)
+        pids = spid[starts]
+        sizes = np.diff(np.append(starts, n))
+        pos = order  # each sorted row's position in file order (0..n-1)
+        ctrl = cols["is_control"][idx][order]
+        ctype = cols["control_type"][idx][order]
+        cepoch = cols["coordinator_epoch"][idx]  # indexed by file position below
+        data_epoch = cols["producer_epoch"][idx][order].astype(np.int64)
 
         def last(mask: np.ndarray) -> np.ndarray:
-            out = np.full(k, -1, dtype=np.int64)
-            np.maximum.at(out, inv[mask], pos[mask])
-            return out
+            """Per producer, the file position of its last row in ``mask`` (-1: none)."""
+            return np.maximum.reduceat(np.where(mask, pos, -1), starts)
+
+        def per_row(values: np.ndarray) -> np.ndarray:
+            return np.repeat(values, sizes)
 
         last_ctrl = last(ctrl)
         counted = ~(ctrl & (ctype == CONTROL_EMPTY))
         last_counted = last(counted)
-        epoch = np.full(k, -1, dtype=np.int64)
-        np.maximum.at(epoch, inv[counted], cols["producer_epoch"][idx][counted].astype(np.int64))
-        last_typed = last(ctrl & np.isin(ctype, (CONTROL_ABORT, CONTROL_COMMIT)) & (cepoch >= 0))
-        data_epoch = cols["producer_epoch"][idx].astype(np.int64)
-        prev_ctrl = last(ctrl & (pos < last_ctrl[inv]))  # the control batch before the last one
+        epoch = np.maximum.reduceat(np.where(counted, data_epoch, -1), starts)
+        last_typed = last(ctrl & ((ctype == CONTROL_ABORT) | (ctype == CONTROL_COMMIT)) & (cepoch[order] >= 0))
+        lc_row = per_row(last_ctrl)
+        prev_ctrl = last(ctrl & (pos < lc_row))  # the control batch before the last one
 
         def max_epoch(mask: np.ndarray) -> np.ndarray:
-            out = np.full(k, -1, dtype=np.int64)
-            np.maximum.at(out, inv[mask], data_epoch[mask])
-            return out
+            return np.maximum.reduceat(np.where(mask, data_epoch, -1), starts)
 
         # data the last control batch closed: between it and the control batch before it
-        closed = max_epoch(~ctrl & (pos < last_ctrl[inv]) & (pos > prev_ctrl[inv]))
-        after = ~ctrl & (pos > last_ctrl[inv])  # data batches after the producer's last control batch
+        closed = max_epoch(~ctrl & (pos < lc_row) & (pos > per_row(prev_ctrl)))
+        after = ~ctrl & (pos > lc_row)  # data batches after the producer's last control batch
         after_epoch = max_epoch(after)
-        first_after = np.full(k, n, dtype=np.int64)
-        np.minimum.at(first_after, inv[after], pos[after])
+        first_after = np.minimum.reduceat(np.where(after, pos, n), starts)
         last_after = last(after)
         base = cols["base_offset"][idx]
         last_off = cols["last_offset"][idx]
@@ -148,30 +156,31 @@ class PartitionState:
             at(first_ts, first_after)
         last_off_la, ts_lcnt = at(last_off, last_after), at(max_ts, last_counted)
         producers = self.producers
-        for u, pid in enumerate(pids.tolist()):
+        for pid, lc, prev, lt, fa, ep, lcnt, closed_ep, after_ep, b_lc, ce_lt, b_fa, t_fa, lo_la, t_lcnt in zip(
+                pids.tolist(), lc_, prev_, lt_, fa_, ep_, lcnt_, closed_, after_ep_, base_lc, cep_lt, base_fa, ts_fa,
+                last_off_la, ts_lcnt, strict=True):
             e = producers.get(pid)
             if e is None:
                 e = producers[pid] = ProducerEntry(pid)
-            if lc_[u] >= 0:
-                ce_ = closed_[u]
-                if prev_[u] < 0 and e.txn_first_offset >= 0:  # it also closed what was open before
-                    ce_ = max(ce_, e.txn_data_epoch)
-                e.last_marker_closed_epoch = ce_
+            if lc >= 0:
+                if prev < 0 and e.txn_first_offset >= 0:  # it also closed what was open before
+                    closed_ep = max(closed_ep, e.txn_data_epoch)
+                e.last_marker_closed_epoch = closed_ep
                 e.txn_first_offset = -1
                 e.txn_data_epoch = -1
-                e.last_marker_offset = base_lc[u]
-            if lt_[u] >= 0:
-                e.coordinator_epoch = cep_lt[u]
-            if fa_[u] < n:
+                e.last_marker_offset = b_lc
+            if lt >= 0:
+                e.coordinator_epoch = ce_lt
+            if fa < n:
                 if e.txn_first_offset < 0:  # OPEN at the first, the rest JOIN
-                    e.txn_first_offset = base_fa[u]
-                    e.txn_first_ts = ts_fa[u]
-                e.txn_data_epoch = max(e.txn_data_epoch, after_ep_[u])
-                e.txn_last_offset = last_off_la[u]
-            if ep_[u] >= 0:
-                e.producer_epoch = max(e.producer_epoch, ep_[u])
-            if lcnt_[u] >= 0:
-                e.last_timestamp = ts_lcnt[u]
+                    e.txn_first_offset = b_fa
+                    e.txn_first_ts = t_fa
+                e.txn_data_epoch = max(e.txn_data_epoch, after_ep)
+                e.txn_last_offset = lo_la
+            if ep >= 0:
+                e.producer_epoch = max(e.producer_epoch, ep)
+            if lcnt >= 0:
+                e.last_timestamp = t_lcnt
 
 
 def replay_batches(state: PartitionState, cols: dict[str, np.ndarray], snapshot_offset: int | None) -> None:

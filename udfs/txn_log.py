@@ -47,12 +47,16 @@ import numpy as np
 
 from udfs.model import TXN_STATES, DecodeError
 from udfs.record_batch import HEADER_SIZE, BatchScan, iter_records, scan_batches
+from udfs.stable_order import stable_argsort
 from udfs.varint import read_uvarint
 
 MAX_RECORDS = 64  # records per batch taken by the vectorised walk (the coordinator writes 1)
 MAX_TOPICS = 256  # topics per TransactionLogValue taken by the vectorised walk
 MAX_TAGS = 16  # tagged fields per value taken by the vectorised walk
-_PAD = 16
+_ASCII_WIDTH = 256  # longest string the walk checks (topic names: 249); longer: decoded by record
+# zero bytes after the buffer: a read of at most 8 bytes, or of a string's ``_ASCII_WIDTH`` window,
+# from any position up to the buffer's end stays in the array
+_PAD = 16 + _ASCII_WIDTH
 
 # TransactionLogValue's fixed fields after the version: ProducerId, ProducerEpoch,
 # TransactionTimeoutMs, TransactionStatus (the same in v0 and v1: v1's new fields are tagged, at the end).
@@ -363,7 +367,9 @@ def _decode(buf: memoryview, scan: BatchScan, source: str | None, base_position:
     all_k = np.concatenate((w["index"], np.arange(len(slow_recs), dtype=np.int64)))
     is_slow = np.concatenate((np.zeros(n_fast, dtype=bool), np.ones(len(slow_recs), dtype=bool)))
     which = np.concatenate((np.arange(n_fast), np.arange(len(slow_recs))))
-    seq = np.lexsort((all_k, all_b))
+    # file order; one record per batch and nothing decoded by record: already in it
+    one_each = not slow_recs and bool((all_b[1:] > all_b[:-1]).all())
+    seq = np.arange(len(all_b)) if one_each else np.lexsort((all_k, all_b))
     codes = w["codes"]
     s_tid = [codes.setdefault(r["transactional_id"], len(codes)) for r in slow_recs]
     s_tomb = [r["tombstone"] for r in slow_recs]
@@ -401,7 +407,7 @@ def _run_ends(tid: np.ndarray, tomb: np.ndarray, pid: np.ndarray, prev: np.ndarr
     always carry TransactionStartTimestampMs): tombstones and the first and last record of every
     run of one transactional id with the same (producer id, previous producer id)."""
     m = len(tid)
-    by_id = np.lexsort((np.arange(m), tid))  # by id, file order within an id
+    by_id = stable_argsort(tid)  # by id, file order within an id
     st, stb, spi, spp = tid[by_id], tomb[by_id], pid[by_id], prev[by_id]
     same = np.zeros(m, dtype=bool)  # same run as the previous record of the id
     if m > 1:
@@ -426,8 +432,9 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
     if not walk_b.any():
         none = np.empty(0, dtype=np.int64)
         return {**dict.fromkeys((*names, "pid", "prev", "tid"), none), "tomb": np.empty(0, dtype=bool), "codes": {}}
-    arr = np.zeros(len(buf) + _PAD, dtype=np.uint8)
+    arr = np.empty(len(buf) + _PAD, dtype=np.uint8)
     arr[: len(buf)] = np.frombuffer(buf, dtype=np.uint8)
+    arr[len(buf):] = 0
 
     # record framing, record k of every walked batch at once
     rb, rk, roff, rts, rks, rkl, rvs, rvl = ([] for _ in range(8))
@@ -456,7 +463,9 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
                           strict=True):
             col.append(v)
         pos[idx] = rec_end
-    if rb:
+    if len(rb) == 1:  # one record per batch (what the coordinator writes): already in batch order
+        r = {name: x[0] for name, x in zip(names, (rb, rk, roff, rts, rks, rkl, rvs, rvl), strict=True)}
+    elif rb:
         r = {name: np.concatenate(x) for name, x in zip(names, (rb, rk, roff, rts, rks, rkl, rvs, rvl), strict=True)}
         order = np.lexsort((r["index"], r["batch"]))
         r = {name: x[order] for name, x in r.items()}
@@ -472,21 +481,22 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
     tomb = rvl < 0
     vok, pid, prev = _walk_value(arr, np.where(tomb, 0, rvs), np.where(tomb, 0, rvl))
     ok &= tomb | vok
-    walk_b[np.unique(r["batch"][~ok])] = False
+    walk_b[r["batch"][~ok]] = False
     live = walk_b[r["batch"]]
-    r = {name: x[live] for name, x in r.items()}
-    r["tomb"], r["pid"], r["prev"], n = tomb[live], pid[live], prev[live], n[live]
+    if not live.all():
+        r = {name: x[live] for name, x in r.items()}
+        tomb, pid, prev, n = tomb[live], pid[live], prev[live], n[live]
+    r["tomb"], r["pid"], r["prev"] = tomb, pid, prev
 
-    # transactional ids: the ASCII bytes as fixed-width rows, coded by np.unique, decoded once each
+    # transactional ids: the ASCII bytes as fixed-width rows, coded by _unique_rows, decoded once each
     codes: dict[str, int] = {}
     width = int(n.max(initial=0))
     if len(n):
-        idx = np.minimum((r["key_start"] + 4)[:, None] + np.arange(max(width, 1)), len(arr) - 1)
-        grid = np.where(np.arange(max(width, 1)) < n[:, None], arr[idx], 0).astype(np.uint8)
+        w = max(width, 1)
+        grid = np.where(np.arange(w) < n[:, None], _rows(arr, r["key_start"] + 4, w), 0).astype(np.uint8)
         # the length is part of the key: an id may end in NUL bytes
         keyed = np.concatenate((n.astype(">u2").view(np.uint8).reshape(-1, 2), grid), axis=1)
-        _uniq, first_at, inverse = np.unique(np.ascontiguousarray(keyed).view(f"V{keyed.shape[1]}").ravel(),
-                                             return_index=True, return_inverse=True)
+        first_at, inverse = _unique_rows(keyed)
         ids = [bytes(grid[j, : n[j]]).decode("ascii") for j in first_at.tolist()]
         for name in ids:
             codes.setdefault(name, len(codes))
@@ -497,16 +507,43 @@ def _walk_records(buf: memoryview, start: np.ndarray, end: np.ndarray, count: np
     return r
 
 
+def _rows(arr: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` bytes from each position, one row each (a copy): one gather from a view of
+    ``arr`` as overlapping ``width``-byte items, not one index per byte. A position is moved
+    back to leave ``width`` bytes in ``arr`` (only where the caller ignores the row: see ``_PAD``)."""
+    items = np.ndarray((len(arr) - width + 1,), dtype=f"V{width}", buffer=arr, strides=(1,))
+    return items[np.minimum(np.maximum(pos, 0), len(arr) - width)].view(np.uint8).reshape(-1, width)
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of the first occurrence of each distinct row, in byte order of the rows; each row's
+    number in that order): ``np.unique`` of the rows as byte strings with ``return_index`` and
+    ``return_inverse``, sorted as big-endian 64-bit words (numeric keys sort far faster than
+    byte strings)."""
+    n, width = rows.shape
+    words = np.zeros((n, -(-width // 8) * 8), dtype=np.uint8)
+    words[:, :width] = rows
+    cols = words.view(">u8")
+    order = np.lexsort(cols.T[::-1])  # stable: the first occurrence of a row comes first among equals
+    s = cols[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (s[1:] != s[:-1]).any(axis=1)
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return order[new], inverse
+
+
 def _int(arr: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
     """Big-endian signed integers of ``size`` bytes at ``pos`` (clipped: callers mask what they trust)."""
-    pos = np.clip(pos, 0, len(arr) - _PAD)
-    b = arr[pos[:, None] + np.arange(size)]
-    return np.ascontiguousarray(b).view(f">i{size}").ravel().astype(np.int64)
+    pos = np.minimum(np.maximum(pos, 0), len(arr) - _PAD)
+    # ``arr`` as overlapping big-endian integers, one per byte position (unaligned reads)
+    ints = np.ndarray((len(arr) - size + 1,), dtype=f">i{size}", buffer=arr, strides=(1,))
+    return ints[pos].astype(np.int64)
 
 
 def _uvarint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(value, position after, ok) of unsigned varints of at most 4 bytes ending by ``limit``."""
-    pos = np.clip(pos, 0, len(arr) - _PAD)
+    pos = np.minimum(np.maximum(pos, 0), len(arr) - _PAD)
     b0 = arr[pos]
     c0 = b0 >= 0x80
     if not c0.any():  # all one byte long (the usual case)
@@ -517,7 +554,7 @@ def _uvarint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.nd
     n = 1 + c0.astype(np.int64)
     longer = np.flatnonzero(c0 & (b1 >= 0x80))
     if len(longer):
-        b = arr[pos[longer, None] + np.arange(4)].astype(np.int64)
+        b = _rows(arr, pos[longer], 4).astype(np.int64)
         cont = (b & 0x80) != 0
         # length: 1 + number of leading continuation bytes (a 5th byte means "too long for us")
         m = np.where(~cont[:, 2], 3, np.where(~cont[:, 3], 4, 5))
@@ -534,8 +571,6 @@ def _varint(arr: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.nda
     return (raw >> 1) ^ -(raw & 1), end, ok
 
 
-_ASCII_WIDTH = 256  # longest string the walk checks (topic names: 249); longer: decoded by record
-
 
 def _ascii(arr: np.ndarray, start: np.ndarray, length: np.ndarray, where: np.ndarray) -> np.ndarray:
     """Whether the bytes [start, start+length) are all ASCII (so valid UTF-8 decoding to themselves),
@@ -549,10 +584,7 @@ def _ascii(arr: np.ndarray, start: np.ndarray, length: np.ndarray, where: np.nda
     rows = np.flatnonzero(where & ~long & (n > 0))
     if len(rows):
         n, s = n[rows], np.maximum(start[rows], 0)
-        idx = s[:, None] + np.arange(int(n.max()))
-        if int(idx[:, -1].max()) >= len(arr):
-            idx = np.minimum(idx, len(arr) - 1)
-        high = arr[idx] >= 0x80
+        high = _rows(arr, s, int(n.max())) >= 0x80
         first = high.argmax(axis=1)  # the first byte >= 0x80 of each row's window (0: none)
         out[rows] = ~(high[np.arange(len(rows)), first] & (first < n))
     return out

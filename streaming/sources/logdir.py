@@ -316,6 +316,8 @@ class PartitionRead:
     only. ``__transaction_state``: ``records`` (records, source position, highest leader epoch,
     next offset) per chunk, already reduced when ``reduced``, and ``replay``, the coordinator
     replay *before* the read (the events step routes the records with it and advances it).
+    ``first_read``: the read starts at the partition's beginning (no start: nothing of it was
+    read before).
     """
 
     part: PartitionDir
@@ -333,6 +335,7 @@ class PartitionRead:
     records: list[tuple[list[dict[str, Any]], str, int, int | None]] = field(default_factory=list)
     reduced: bool = False
     replay: CoordinatorReplay | None = None
+    first_read: bool = False
 
 
 def read_partition(
@@ -368,7 +371,7 @@ def read_partition(
                         read_from_zero=bool(segs) and segs[0][0] == 0 and log_start == 0,
                         snapshot_offset=seed.offset if seed is not None else None,
                         end_proven=end_state(files, end) == "end", progress_position=_where(part, end), gaps=gaps,
-                        seed=seed if start is None else None)
+                        seed=seed if start is None else None, first_read=start is None)
     if part.is_txn_state:
         out.replay = _txn_prefix(files, start, validate_crc, reduce).copy()
         out.reduced = reduce

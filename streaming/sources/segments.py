@@ -246,7 +246,8 @@ def read_events(read: PartitionRead, *, cluster: str, clock_ms: int, source: str
         gaps.append(g)
     ctx = ReadContext(part.topic, part.partition, source, cluster, clock_ms, from_log_start=read.from_log_start,
                       read_from_zero=read.read_from_zero, snapshot_offset=read.snapshot_offset,
-                      txn_partition_count=txn_partition_count if part.is_txn_state else None)
+                      txn_partition_count=txn_partition_count if part.is_txn_state else None,
+                      first_read=read.first_read)
     if part.is_txn_state:
         pieces = [TxnPiece(*r, reduced=read.reduced) for r in read.records]
         return txn_partition_events(ctx, pieces, read.replay, gaps=gaps, log_start_offset=read.log_start_offset,
