@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -388,17 +389,21 @@ def _sig(alert: dict[str, Any]) -> list[Any]:
 class _EntriesText:
     """The JSON text of one dict whose entries change a few at a time (the enricher's
     per-partition maps: one entry per partition of the cluster, a few thousand changed per
-    trigger): each entry's text is kept and only the entries marked changed are encoded again,
-    so a save costs the changes and a join instead of encoding every partition every trigger.
-    The text is what ``json.dumps`` gives for the dict. A dict replaced, or grown or shrunk by
-    other code than the marking one, is encoded again whole."""
+    trigger; its open transactions per producer and its published findings): each entry's text
+    is kept and only the entries marked changed are encoded again, so a save costs the changes
+    and a join instead of encoding every entry every trigger (and a map without changes costs
+    nothing: its text is kept whole). The text is what ``json.dumps`` gives for the dict. A dict
+    replaced, or grown or shrunk by other code than the marking one, is encoded again whole."""
 
     def __init__(self) -> None:
         self.src: dict[str, Any] | None = None
         self.parts: dict[str, str] = {}
         self.changed: set[str] = set()
+        self.joined: str | None = None
 
     def text(self, d: dict[str, Any]) -> str:
+        if d is self.src and not self.changed and len(d) == len(self.parts) and self.joined is not None:
+            return self.joined
         if d is self.src:
             for k in self.changed:
                 if k in d:
@@ -409,7 +414,8 @@ class _EntriesText:
             self.src = d
             self.parts = {k: f"{json.dumps(k)}: {json.dumps(v)}" for k, v in d.items()}
         self.changed.clear()
-        return "{" + ", ".join(self.parts.values()) + "}"
+        self.joined = "{" + ", ".join(self.parts.values()) + "}"
+        return self.joined
 
 
 class Enricher:
@@ -463,8 +469,14 @@ class Enricher:
         # offset} (ListOffsets latest), asked once per partition; None: no broker to ask.
         self.end_offsets = end_offsets
         self.broker_ends: dict[str, int | None] = {}
-        # save()'s text of the per-partition maps, kept per entry (changed only by observe_progress)
-        self._entries = {"partitions": _EntriesText(), "end_proven": _EntriesText(), "sources": _EntriesText()}
+        # save()'s text of the maps that hold an entry per partition, producer or finding, kept per
+        # entry: changed only by observe_progress (partitions, end_proven, sources),
+        # observe_open_sets (open_txns) and process/_publish (active), which mark what they change
+        self._entries = {"active": _EntriesText(), "open_txns": _EntriesText(), "partitions": _EntriesText(),
+                         "end_proven": _EntriesText(), "sources": _EntriesText()}
+        # key -> (evidence text, its parsed (txn, view, evidence, thresholds, probe)): a finding's
+        # state row is judged again every trigger while it is open, with the same evidence
+        self._parsed: dict[str, tuple[str, Any]] = {}
         text = _read_text(path) if path else None
         if text:
             doc = json.loads(text)
@@ -488,16 +500,18 @@ class Enricher:
     def save(self) -> None:
         if not self.path:
             return
-        doc = {"coord_epochs": self.coord_epochs, "txn_read_ms": self.txn_read_ms,
-               "txn_partition_count": self.txn_partition_count, "active": self.active, "pending": self.pending,
-               "answers": self.answers, "open_txns": self.open_txns, "clock": self.clock,
-               "last_batch_id": self.last_batch_id, "read_end": self.read_end,
-               "newest_ts": self.newest_ts, "crc_gaps": self.crc_gaps, "broker_ends": self.broker_ends}
+        # the document's fields in their order; the maps of _entries encode only their changed entries
+        fields = (("coord_epochs", self.coord_epochs), ("txn_read_ms", self.txn_read_ms),
+                  ("txn_partition_count", self.txn_partition_count), ("active", self.active),
+                  ("pending", self.pending), ("answers", self.answers), ("open_txns", self.open_txns),
+                  ("clock", self.clock), ("last_batch_id", self.last_batch_id), ("read_end", self.read_end),
+                  ("newest_ts", self.newest_ts), ("crc_gaps", self.crc_gaps), ("broker_ends", self.broker_ends),
+                  ("partitions", self.partitions), ("end_proven", self.end_proven), ("sources", self.sources))
+        entries = self._entries
         with collector_paused():  # the encoder's item tuples would start full collections (gc_pause)
-            # the per-partition maps (the bulk at 200,000 partitions) encode only their changed entries
-            per_partition = "".join(f", {json.dumps(name)}: {ent.text(getattr(self, name))}"
-                                    for name, ent in self._entries.items())
-            text = json.dumps(doc)[:-1] + per_partition + "}"
+            text = "{" + ", ".join(f"{json.dumps(name)}: "
+                                   f"{entries[name].text(value) if name in entries else json.dumps(value)}"
+                                   for name, value in fields) + "}"
         _write_text(self.path, text)
 
     def observe_open_sets(self, rows: list[dict[str, Any]]) -> None:
@@ -508,15 +522,23 @@ class Enricher:
             if r.get("topic") is not None:
                 lst.append({"topic": r["topic"], "partition": int(r["partition"]),
                             "first_offset": _int(r["first_offset"]), "first_ts": _int(r["first_ts"])})
+        changed = self._entries["open_txns"].changed
         for pid, lst in by_pid.items():
             if lst:
-                self.open_txns[pid] = lst
-            else:
-                self.open_txns.pop(pid, None)
+                if self.open_txns.get(pid) != lst:
+                    self.open_txns[pid] = lst
+                    changed.add(pid)
+            elif self.open_txns.pop(pid, None) is not None:
+                changed.add(pid)
 
     def open_transactions(self) -> list[dict[str, Any]]:
         """Every open transaction the state knows of (for metrics)."""
         return [t for lst in self.open_txns.values() for t in lst]
+
+    def iter_open_transactions(self) -> Iterator[dict[str, Any]]:
+        """:meth:`open_transactions` one by one, for a caller that may not need them all."""
+        for lst in self.open_txns.values():
+            yield from lst
 
     def hold(self, partition: str) -> None:
         """Publish no new verdict for findings on ``partition`` ("topic-partition") until
@@ -528,18 +550,29 @@ class Enricher:
 
     def observe_progress(self, row: dict[str, Any]) -> None:
         key = f"{row['topic']}-{int(row['partition'])}"
-        for ent in self._entries.values():  # what save() encodes again
-            ent.changed.add(key)
-        cur = self.partitions.setdefault(key, {})
+        entries = self._entries
+        cur = self.partitions.get(key)
+        if cur is None:
+            cur = self.partitions[key] = {}
+            was = None
+        else:
+            was = dict(cur)
         for f in ("high_watermark", "lso", "log_start_offset"):
             v = _int(row.get(f))
             if v is not None:
                 cur[f] = v
             elif f == "lso":
                 cur.pop(f, None)  # unknown now: never publish a stale LSO
+        if cur != was:  # what save() encodes again: only entries whose facts changed
+            entries["partitions"].changed.add(key)
         # the proof facts (detection.md §0): the latest read decides whether tp's end was reached
-        self.end_proven[key] = row.get("end_proven") is True
-        self.sources[key] = row.get("source") or ""
+        proven, source = row.get("end_proven") is True, row.get("source") or ""
+        if self.end_proven.get(key) is not proven:
+            self.end_proven[key] = proven
+            entries["end_proven"].changed.add(key)
+        if self.sources.get(key) != source:
+            self.sources[key] = source
+            entries["sources"].changed.add(key)
         if row.get("source") in FILE_SOURCES:
             # where the read ended: the offset after its last batch (an empty read: its log start)
             hw = _int(row.get("high_watermark"))
@@ -653,8 +686,7 @@ class Enricher:
 
     def judge_row(self, row: dict[str, Any], now_ms: int) -> Judged:
         """The state's evidence for one finding plus the global facts, judged at ``now_ms``."""
-        doc = json.loads(row["evidence"])
-        txn, view, ev = txn_from_dict(doc["txn"]), view_from_dict(doc["view"]), evidence_from_dict(doc["ev"])
+        txn, view, ev, thresholds, probe = self._evidence(row)
         read = self.read_txn_partitions(now_ms)
         # A coordinator partition with a CRC gap is incomplete from the gap on (detection.md §0).
         gapped = frozenset(int(k.rsplit("-", 1)[1]) for k, offs in self.crc_gaps.items()
@@ -675,16 +707,30 @@ class Enricher:
         note = span = None
         if self.broker is not None:
             txn, ev, note = self._broker_evidence(row["key"], txn, ev)
-            if doc.get("probe"):
+            if probe:
                 txn, span = self._span(row["key"], txn)
             # the coordinator's own word (DescribeTransactions) and the cluster's finalized
             # transaction.version (2: every marker is bumped, detection.md §3.1 revision 3.1)
             tv = getattr(self.broker, "transaction_version", None)
             view = replace(view, described=self._described(row["key"], row.get("transactional_id"), now_ms),
                            txn_version=tv() if callable(tv) else None)
-        v = judge(txn, view, ev, now_ms=now_ms, thresholds=Thresholds(**doc["thresholds"]),
+        v = judge(txn, view, ev, now_ms=now_ms, thresholds=thresholds,
                   proof=self.proof_for(row, txn, ev))
         return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note, span)
+
+    def _evidence(self, row: dict[str, Any]) -> tuple[OpenTxn, Any, EpochEvidence, Thresholds, bool]:
+        """The state's evidence of a finding row, parsed: (txn, coordinator view, epoch evidence,
+        thresholds, probe mode). Parsed once per evidence text and finding (an open finding is
+        judged again every trigger with the same text); the parsed objects are immutable."""
+        text = row["evidence"]
+        hit = self._parsed.get(row["key"])
+        if hit is not None and (hit[0] is text or hit[0] == text):
+            return hit[1]
+        doc = json.loads(text)
+        parsed = (txn_from_dict(doc["txn"]), view_from_dict(doc["view"]), evidence_from_dict(doc["ev"]),
+                  Thresholds(**doc["thresholds"]), bool(doc.get("probe")))
+        self._parsed[row["key"]] = (text, parsed)
+        return parsed
 
     def _described(self, key: str, transactional_id: str | None, now_ms: int) -> DescribedTransaction | None:
         """The coordinator's current state and partition set for P's transactional id
@@ -755,7 +801,9 @@ class Enricher:
         v = judged.verdict
         if v.blocked or v.status not in FINDING_STATUSES or tp in self.held:
             if key in self.active:
-                self.active[key]["row"] = row  # keep what was published; newest evidence for later
+                if self.active[key].get("row") is not row:
+                    self.active[key]["row"] = row  # keep what was published; newest evidence for later
+                    self._entries["active"].changed.add(key)
             else:
                 self.pending[key] = row
             if v.blocked:
@@ -770,9 +818,12 @@ class Enricher:
         alert = finalize(published, self.partitions.get(tp), self.cfg, judged=judged,
                          detected_at_ms=now_ms, txn_partitions=self.txn_partition_count or self.cfg.txn_state_partitions)
         prev = self.active.get(key)
-        self.active[key] = {"status": v.status, "alert": alert if prev is None or _sig(prev["alert"]) != _sig(alert)
-                            else prev["alert"], "row": row}
-        if prev is None or _sig(prev["alert"]) != _sig(alert):
+        new = prev is None or _sig(prev["alert"]) != _sig(alert)
+        kept = alert if new else prev["alert"]
+        if new or prev != {"status": v.status, "alert": kept, "row": row} or prev["row"] is not row:
+            self.active[key] = {"status": v.status, "alert": kept, "row": row}
+            self._entries["active"].changed.add(key)  # else the same entry: its saved text stays
+        if new:
             out.append(alert)
 
     def process(self, raw_alerts: list[dict[str, Any]], progress: list[dict[str, Any]],
@@ -796,6 +847,7 @@ class Enricher:
                 self.pending.pop(key, None)
                 self.answers.pop(key, None)
                 entry = self.active.pop(key, None)
+                self._entries["active"].changed.add(key)
                 if entry is not None:  # else already resolved (e.g. by LSO movement), or never published
                     out.append(finalize(raw, self.partitions.get(f"{raw['topic']}-{int(raw['partition'])}"),
                                         self.cfg))
@@ -823,6 +875,9 @@ class Enricher:
                                     lso=lso, pins_lso=False, verify_hint=None, epoch_hint=None,
                                     missing_txn_partitions=None, verified=True, unverified_reasons=[])
                     self.active.pop(key)
+                    self._entries["active"].changed.add(key)
                     self.answers.pop(key, None)
                     out.append(resolved)
+        for key in [k for k in self._parsed if k not in self.active and k not in self.pending]:
+            del self._parsed[key]  # parsed evidence of findings no longer open
         return out

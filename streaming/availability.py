@@ -49,7 +49,7 @@ class Availability:
     """
 
     def __init__(self, path: str | None = None) -> None:
-        from streaming.alerts import _read_text
+        from streaming.alerts import _EntriesText, _read_text
 
         self.path = path
         text = _read_text(path) if path else None
@@ -58,14 +58,21 @@ class Availability:
         self.down: dict[str, dict[str, Any]] = doc.get("down", {})
         self.last_read: dict[str, int] = doc.get("last_read", {})
         self.lagging: dict[str, str] = doc.get("lagging", {})  # "topic-partition" -> topic
+        # save()'s text of each map, kept per entry: only :meth:`observe` changes them and marks
+        # what it changed (last_read has an entry per partition of the cluster)
+        self._entries = {"down": _EntriesText(), "last_read": _EntriesText(), "lagging": _EntriesText()}
 
     def save(self) -> None:
         from streaming.alerts import _write_text
 
         if not self.path:
             return
+        entries = self._entries
         with collector_paused():  # last_read has an entry per partition (gc_pause)
-            text = json.dumps({"down": self.down, "last_read": self.last_read, "lagging": self.lagging})
+            # json.dumps of {"down", "last_read", "lagging"}, each map encoding only its changed entries
+            text = ("{" + ", ".join(f"{json.dumps(name)}: {entries[name].text(value)}" for name, value in
+                                    (("down", self.down), ("last_read", self.last_read), ("lagging", self.lagging)))
+                    + "}")
         if text != self._saved:  # the same text is already in the file (atomically replaced)
             _write_text(self.path, text)
             self._saved = text
@@ -96,16 +103,24 @@ class Availability:
         """
         out: list[dict[str, Any]] = []
         read_now = set()
+        changed = {name: ent.changed for name, ent in self._entries.items()}  # what save() encodes again
         for p in progress:
             tp = _tp(p)
             read_now.add(tp)
             if p.get("lagging"):
-                self.lagging[tp] = p["topic"]
+                if self.lagging.get(tp) != p["topic"]:
+                    self.lagging[tp] = p["topic"]
+                    changed["lagging"].add(tp)
                 continue
-            self.lagging.pop(tp, None)
+            if self.lagging.pop(tp, None) is not None:
+                changed["lagging"].add(tp)
             t = p.get("now_ms")
             if t is not None:
-                self.last_read[tp] = max(int(t), self.last_read.get(tp, 0))
+                was = self.last_read.get(tp)
+                now_read = max(int(t), was if was is not None else 0)
+                if now_read != was:
+                    self.last_read[tp] = now_read
+                    changed["last_read"].add(tp)
         for g in gaps:
             reason = g.get("reason") or ""
             if not reason.startswith(UNAVAILABLE_PREFIX) or g.get("topic") is None:
@@ -114,15 +129,18 @@ class Availability:
             if tp in self.down or tp in read_now:
                 if tp in self.down:
                     self.down[tp]["error"] = reason[len(UNAVAILABLE_PREFIX):]
+                    changed["down"].add(tp)
                 continue
             since = g.get("now_ms") if g.get("now_ms") is not None else now_ms
             self.down[tp] = {"topic": g["topic"], "partition": int(g["partition"]), "cluster": g.get("cluster"),
                              "since_ms": since, "error": reason[len(UNAVAILABLE_PREFIX):]}
+            changed["down"].add(tp)
             out.append(self._record(UNAVAILABLE, self.down[tp], now_ms))
             if g["topic"] != TXN_TOPIC:
                 out.extend(self._stale(g["topic"], int(g["partition"]), active))
         for tp in sorted(read_now & set(self.down)):
             entry = self.down.pop(tp)
+            changed["down"].add(tp)
             out.append(self._record(AVAILABLE, entry, now_ms))
         return out
 

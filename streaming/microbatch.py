@@ -401,7 +401,7 @@ class BatchWriter:
             for a in alerts:
                 annotate(a, enricher.broker)
         if pinned is not None:
-            alerts += pinned.observe(progress, enricher.open_transactions(), now, availability.not_read_through_now(),
+            alerts += pinned.observe(progress, enricher.iter_open_transactions(), now, availability.not_read_through_now(),
                                      enricher.broker)
         alerts = records + alerts
         if alerts:

@@ -74,6 +74,17 @@ def dump_hint(topic: str, partition: int, lso: int) -> str:
             f"legacy abort)")
 
 
+def _lowest_open(open_txns: Iterable[dict[str, Any]], wanted: set[tuple[str, int]]) -> dict[str, int]:
+    """``topic-partition`` -> the lowest first offset of an open transaction the state knows
+    there, for the ``(topic, partition)`` pairs of ``wanted``."""
+    seen_open: dict[str, int] = {}
+    for t in open_txns:
+        if (t.get("topic"), t.get("partition")) in wanted and t.get("first_offset") is not None:
+            tp = f"{t['topic']}-{int(t['partition'])}"
+            seen_open[tp] = min(int(t["first_offset"]), seen_open.get(tp, int(t["first_offset"])))
+    return seen_open
+
+
 class PinnedLso:
     """Tracks pinned partitions and publishes their findings (see the module docstring).
 
@@ -108,20 +119,24 @@ class PinnedLso:
         read through now (``topic-partition``), the cluster's answers → alerts to publish."""
         if now_ms is None:
             return []
-        seen_open: dict[str, int] = {}
-        for t in open_txns:
-            if t.get("first_offset") is not None:
-                tp = f"{t['topic']}-{int(t['partition'])}"
-                seen_open[tp] = min(int(t["first_offset"]), seen_open.get(tp, int(t["first_offset"])))
-        out: list[dict[str, Any]] = []
+        rows = []  # (row, tp, hw, lso, log start, LSO at the log start below the high watermark)
+        wanted: set[tuple[str, int]] = set()  # partitions whose LSO sits at the log start
         for row in progress:
             if row.get("topic") in (None, TXN_TOPIC) or row.get("lagging"):
                 continue
-            tp = f"{row['topic']}-{int(row['partition'])}"
             hw, lso, ls = _int(row.get("high_watermark")), _int(row.get("lso")), _int(row.get("log_start_offset"))
             if hw is None or lso is None or ls is None:
                 continue  # not known now: keep what is tracked as it is
-            pinned = lso == ls < hw and not (tp in seen_open and seen_open[tp] <= lso)
+            at_start = lso == ls < hw
+            if at_start:
+                wanted.add((row["topic"], int(row["partition"])))
+            rows.append((row, f"{row['topic']}-{int(row['partition'])}", hw, lso, ls, at_start))
+        # the state's lowest open first offset per partition, of those partitions only (the
+        # state's open transactions carry int partitions: Enricher.observe_open_sets)
+        seen_open = _lowest_open(open_txns, wanted) if wanted else {}
+        out: list[dict[str, Any]] = []
+        for row, tp, hw, lso, ls, at_start in rows:
+            pinned = at_start and not (tp in seen_open and seen_open[tp] <= lso)
             entry = self.pinned.get(tp)
             if entry is not None and not pinned:
                 out += self._resolve(self.pinned.pop(tp), now_ms, lso, hw)

@@ -69,3 +69,59 @@ def test_hadoop_filesystem_round_trip(spark, tmp_path, monkeypatch):
     e.last_batch_id = 8
     e.save()  # replaces the previous document
     assert Enricher(AlertConfig(), url).last_batch_id == 8
+
+
+def _open_set(pid: int, *txns: tuple[str, int, int]) -> list[dict]:
+    """The state's ``open_set`` rows of one producer (no row with a topic: nothing open)."""
+    if not txns:
+        return [{"out_kind": "open_set", "producer_id": pid, "topic": None, "partition": None,
+                 "first_offset": None, "first_ts": None}]
+    return [{"out_kind": "open_set", "producer_id": pid, "topic": t, "partition": p, "first_offset": o,
+             "first_ts": 1000 + o} for t, p, o in txns]
+
+
+def test_open_sets_saved_incrementally_restore_exactly(tmp_path):
+    # save() encodes again only the open-transaction sets that changed since the
+    # save before; the file must still be the whole state, formatted as json.dumps gives it
+    import json
+
+    path = str(tmp_path / "ck" / "txnwatch-sink.json")
+    e = Enricher(AlertConfig(), path)
+    e.observe_open_sets(_open_set(1, ("t", 0, 5)) + _open_set(2, ("t", 1, 7), ("u", 0, 3)))
+    e.save()
+    e.observe_open_sets(_open_set(1) + _open_set(3, ("t", 2, 9)))  # 1 committed, 3 began, 2 unchanged
+    e.save()
+    e.observe_open_sets(_open_set(2, ("u", 0, 3)))  # 2 finished its transaction on t-1
+    e.save()
+    text = (tmp_path / "ck" / "txnwatch-sink.json").read_text()
+    assert text == json.dumps(json.loads(text))  # exactly json.dumps' layout
+    again = Enricher(AlertConfig(), path)
+    assert again.open_txns == {
+        "2": [{"topic": "u", "partition": 0, "first_offset": 3, "first_ts": 1003}],
+        "3": [{"topic": "t", "partition": 2, "first_offset": 9, "first_ts": 1009}]}
+    assert sorted((t["topic"], t["partition"], t["first_offset"]) for t in again.open_transactions()) == [
+        ("t", 2, 9), ("u", 0, 3)]
+
+
+def test_availability_saved_incrementally_restores_exactly(tmp_path):
+    import json
+
+    from streaming.availability import Availability, unavailable_reason
+
+    path = str(tmp_path / "ck" / "txnwatch-availability.json")
+    av = Availability(path)
+    prog = [{"topic": "t", "partition": p, "now_ms": 1000} for p in range(3)]
+    av.observe([], prog, {}, 1000)
+    av.save()
+    gap = {"topic": "t", "partition": 1, "reason": unavailable_reason("LEADER_NOT_AVAILABLE"), "now_ms": 2000,
+           "cluster": "c"}
+    av.observe([gap], [{"topic": "t", "partition": 0, "now_ms": 2000},
+                       {"topic": "t", "partition": 2, "now_ms": 2000, "lagging": True}], {}, 2000)
+    av.save()
+    av.observe([], [{"topic": "t", "partition": 1, "now_ms": 3000}], {}, 3000)  # t-1 is back
+    av.save()
+    text = (tmp_path / "ck" / "txnwatch-availability.json").read_text()
+    assert text == json.dumps(json.loads(text))
+    again = Availability(path)
+    assert again.last_read == {"t-0": 2000, "t-1": 3000, "t-2": 1000}  # t-2 lagging: its last read stays
+    assert again.lagging == {"t-2": "t"} and again.down == {}

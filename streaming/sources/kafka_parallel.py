@@ -57,7 +57,8 @@ class StalledNodes:
 
 async def per_node(net: Any, wait_for: Callable[[Any, float], Awaitable[Any]],
                    jobs: dict[Any, Callable[[], Awaitable[Any]]], deadline_ms: int | None,
-                   stalled: StalledNodes | None = None) -> dict[Any, Any]:
+                   stalled: StalledNodes | None = None,
+                   now: Callable[[Any], Any] | None = None) -> dict[Any, Any]:
     """Run ``jobs`` (node -> coroutine function) concurrently; node -> result or exception.
 
     ``net`` is the client's transport (``call_soon_with_future``) and ``wait_for(future,
@@ -65,6 +66,10 @@ async def per_node(net: Any, wait_for: Callable[[Any, float], Awaitable[Any]],
     ``deadline_ms`` None every job is awaited to its end (each request still has its own
     timeout). A node in ``stalled`` whose earlier job is still running is not asked again: its
     result is a :class:`NodeDeadline` at once.
+
+    ``now(node)``, when given, may start a node's job without a task of its own and return the
+    Future of its result (``kafka_client.core.AtOnce.start``: the requests sent at once), or None
+    to have ``jobs[node]`` run as a task; it is asked only for nodes that are not stalled.
     """
     started = time.monotonic()
     futures: dict[Any, Any] = {}
@@ -74,7 +79,8 @@ async def per_node(net: Any, wait_for: Callable[[Any, float], Awaitable[Any]],
         if since is not None:
             out[node] = NodeDeadline(node, deadline_ms or 0, since)
             continue
-        futures[node] = net.call_soon_with_future(job)
+        fut = now(node) if now is not None else None
+        futures[node] = fut if fut is not None else net.call_soon_with_future(job)
     if deadline_ms is not None and futures:
         # one timer for all nodes, not one per node: each timer the IO loop cancels costs a pass
         # over all of its timers (kafka.net.selector ``_unschedule`` re-heapifies), which at

@@ -16,14 +16,21 @@ sends its requests through :meth:`ClientCore._send` / :meth:`ClientCore._send_no
    which raises ``IncompatibleBrokerVersion`` when there is none). A request object that already
    has a version keeps it (a Fetch re-sent to a preferred read replica).
 3. **Codec**: the request body is encoded by the request object (kafka-python's schema classes,
-   or :mod:`~streaming.sources.kafka_client.list_offsets_codec`) and the answer body decoded by
-   the response class its header names; a body that does not decode is ``KafkaProtocolError``,
+   or the client's own :mod:`~streaming.sources.kafka_client.list_offsets_codec` and
+   :mod:`~streaming.sources.kafka_client.fetch_codec`, whose requests name their decoder with
+   ``response_decoder()``) and the answer body decoded by the response class its header names;
+   a body that does not decode is ``KafkaProtocolError``,
    as kafka-python's ``KafkaProtocol`` raises it (not retriable: the call fails with
    ``KafkaWireError``; the connection stays open, its framing is intact).
 
 The core also owns the client's configuration, its lifecycle (lazy start, pickling: only the
 configuration travels), the :class:`MetadataCache` and the messages naming brokers and ACLs.
 It imports no API module.
+
+**Sending at once** (:class:`AtOnce`): the per-leader jobs of one ListOffsets or Fetch call are
+put on their connections directly, without a task, a wait and a timer per leader (at 1,000
+brokers those were a large part of the IO thread's work); a leader that is throttled or not yet
+connected runs its job as a task, as before.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from streaming.sources.kafka_security import authorization_message, principal_of
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ClientCore"]
+__all__ = ["AtOnce", "ClientCore"]
 
 _API_VERSIONS_KEY = 18  # ApiVersions answers always use response header v0 (KIP-511)
 
@@ -66,6 +73,62 @@ class Pending:
     future: Future
     decoder: Any
     versions: BrokerVersionData | None
+
+
+class AtOnce:
+    """Per-node jobs of one call sent at once, without a task, a wait and a timer per node.
+
+    :meth:`start` sends a node's requests right away (:meth:`ClientCore._send_at_once`) and
+    returns a Future of what the job would have returned: the list of
+    :meth:`ClientCore._await_bodies` (``single``: its one ``(pending, body)`` pair, or its exception
+    as the Future's failure, as ``_send_nowait`` + ``_await_body`` give it). Each Future resolves
+    by callbacks once its requests are answered or failed; one safety timer for all of them (the
+    one each job's wait had, :meth:`ClientCore._safety_ms`) resolves what is still open with
+    timeouts. ``start`` returns None when the node must wait first (throttle, connection setup):
+    the caller runs the job as a task then."""
+
+    def __init__(self, core: ClientCore, single: bool = False) -> None:
+        self.core = core
+        self.single = single
+        self.jobs: list[tuple[Future, list[Any]]] = []
+        self._safety: Future | None = None
+
+    def start(self, node_id: NodeId, requests: list[Any]) -> Future | None:
+        pendings = self.core._send_at_once(node_id, requests)
+        if pendings is None:
+            return None
+        job = (Future(), pendings)
+        self.jobs.append(job)
+        all_of([p.future for p in pendings if isinstance(p, Pending)]).add_both(lambda _: self._finish(job))
+        if self._safety is None and not job[0].is_done:
+            self._safety = self.core._transport.call_soon_with_future(self._safety_net)
+        return job[0]
+
+    def _finish(self, job: tuple[Future, list[Any]]) -> None:
+        out, pendings = job
+        if out.is_done:
+            return
+        got = self.core._collect(pendings)
+        if not self.single:
+            out.success(got)
+        elif isinstance(got[0], BaseException):
+            out.failure(got[0])
+        else:
+            out.success(got[0])
+
+    async def _safety_net(self) -> None:
+        deadline = time.monotonic() + self.core._safety_ms() / 1000
+        while True:  # jobs started after this began are waited on too, within the same time
+            waiting = [out for out, _ in self.jobs if not out.is_done]
+            left = (deadline - time.monotonic()) * 1000
+            if not waiting or left <= 0:
+                break
+            try:
+                await self.core._transport.wait_for(all_of(waiting), left)
+            except Exception:  # the safety net passed: what is not answered times out below
+                break
+        for job in list(self.jobs):
+            self._finish(job)
 
 
 class ClientCore:
@@ -91,6 +154,8 @@ class ClientCore:
         self._throttle_until: dict[NodeId, float] = {}  # node -> monotonic end of its KIP-219 throttle
         self.throttle_waits = 0  # requests held back by a KIP-219 throttle (see _unthrottled)
         self._stalled = StalledNodes()  # brokers with a request overdue past broker_timeout_ms
+        # id(ApiVersions answer) -> (that answer, {(request class, min, max): negotiated version})
+        self._negotiated: dict[int, tuple[BrokerVersionData, dict[tuple[Any, ...], int]]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_config": dict(self._config), "_transport_factory": self._transport_factory}
@@ -164,18 +229,59 @@ class ClientCore:
         transport = self._transport
         connected = transport.connect(node_id)
         versions = connected.value if connected.succeeded() else await transport.wait_for(connected, self._safety_ms())
+        return self._put(node_id, request, versions)
+
+    def _put(self, node_id: NodeId, request: Any, versions: BrokerVersionData | None) -> Pending:
+        """Negotiate, encode and hand one request to the transport (the connection is up)."""
         if request.API_VERSION is None:
             if versions is None:
                 raise Errors.IncompatibleBrokerVersion(f"no ApiVersions from {self._node_desc(node_id)}")
-            request.API_VERSION = versions.api_version(request)
+            request.API_VERSION = self._negotiate(versions, request)
         version = request.API_VERSION
-        request.with_header(correlation_id=0, client_id=self._config["client_id"])  # names the response class
-        decoder = request.header.get_response_class()
+        response_decoder = getattr(request, "response_decoder", None)  # the client's own codecs
+        if response_decoder is not None:
+            decoder = response_decoder()
+        else:
+            request.with_header(correlation_id=0, client_id=self._config["client_id"])  # names the response class
+            decoder = request.header.get_response_class()
         flexible = bool(request.flexible_version_q(version))
         wire = WireRequest(request.API_KEY, version, bytes(request.encode()), flexible,
                            flexible and request.API_KEY != _API_VERSIONS_KEY)
-        future = transport.send(node_id, wire, self._config["request_timeout_ms"])
+        future = self._transport.send(node_id, wire, self._config["request_timeout_ms"])
         return Pending(node_id, future, decoder, versions)
+
+    def _send_at_once(self, node_id: NodeId, requests: list[Any]) -> list[Any] | None:
+        """What one job of :meth:`_send_nowait` calls puts on the node's connection, sent right
+        now instead of from a task of its own: None when the node is throttled (KIP-219) or its
+        connection is not set up yet (the caller then runs the job as a task, which waits for
+        those); else a :class:`Pending` or the exception per request, in order."""
+        if self._throttle_until and self._throttle_until.get(node_id, 0.0) > time.monotonic():
+            return None
+        connected = self._transport.connect(node_id)
+        if not connected.succeeded():
+            return None
+        out: list[Any] = []
+        for request in requests:
+            try:
+                out.append(self._put(node_id, request, connected.value))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    def _negotiate(self, versions: BrokerVersionData, request: Any) -> int:
+        """``versions.api_version(request)``, remembered per connection's ApiVersions answer and
+        request class and bounds (the same request kinds go to the same brokers every trigger);
+        an incompatible broker raises every time, as kafka-python's ``api_version`` does."""
+        entry = self._negotiated.get(id(versions))
+        if entry is None or entry[0] is not versions:  # an id reused by a newer connection's answer
+            if len(self._negotiated) > 10_000:  # reconnects leave answers behind: start over
+                self._negotiated.clear()
+            entry = self._negotiated[id(versions)] = (versions, {})
+        key = (type(request), getattr(request, "_min_version", None), getattr(request, "_max_version", None))
+        version = entry[1].get(key)
+        if version is None:
+            version = entry[1][key] = versions.api_version(request)
+        return version
 
     async def _await(self, pending: Pending) -> Any:
         """The decoded answer of a :meth:`_send_nowait` request."""
@@ -198,6 +304,11 @@ class ClientCore:
                 await self._transport.wait_for(all_of(futures), self._safety_ms())
             except Exception:  # the safety net passed: the requests not done time out below
                 pass
+        return self._collect(pendings)
+
+    def _collect(self, pendings: list[Any]) -> list[Any]:
+        """``(pending, body)`` per request of ``pendings`` whose answer came, its exception if it
+        failed, a ``KafkaTimeoutError`` if it is still not answered (the safety net passed)."""
         out: list[Any] = []
         for p in pendings:
             if not isinstance(p, Pending):

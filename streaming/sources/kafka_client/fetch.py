@@ -47,10 +47,8 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from kafka.protocol.consumer import FetchRequest
-
 from streaming.sources.kafka_client import list_offsets, metadata
-from streaming.sources.kafka_client.core import ClientCore
+from streaming.sources.kafka_client.core import AtOnce, ClientCore
 from streaming.sources.kafka_client.errors import (
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_ID,
@@ -60,6 +58,7 @@ from streaming.sources.kafka_client.errors import (
     error_name,
     retriable_exception,
 )
+from streaming.sources.kafka_client.fetch_codec import FETCH_MAX_VERSION, FETCH_MIN_VERSION, FetchFor
 from streaming.sources.kafka_client.results import READ_UNCOMMITTED, FetchResult, FetchStatus
 from streaming.sources.kafka_client.retry import Attempts
 from streaming.sources.kafka_errors import Action, configuration_message
@@ -72,31 +71,11 @@ __all__ = ["FETCH_MAX_VERSION", "FETCH_MIN_VERSION", "fetch", "fetch_many"]
 
 TopicPartition = tuple[str, int]
 
-#: Fetch v4: last_stable_offset + isolation level (KIP-98); v5 log_start_offset (KIP-107).
-FETCH_MIN_VERSION = 4
-#: Fetch v13+ addresses topics by topic id (KIP-516); v12 is the last name-based version.
-FETCH_MAX_VERSION = 12
-
-
 def _request(core: ClientCore, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
-             min_bytes: int) -> FetchRequest:
-    return FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        isolation_level=READ_UNCOMMITTED,
-        session_id=0,
-        session_epoch=-1,
-        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
-            partition=partition, current_leader_epoch=core._cache.epoch(topic, partition), fetch_offset=offset,
-            last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=max_bytes)])],
-        forgotten_topics_data=[],
-        rack_id="",
-        min_version=FETCH_MIN_VERSION,
-        max_version=FETCH_MAX_VERSION,
-    )
+             min_bytes: int) -> FetchFor:
+    return FetchFor([(topic, [(partition, core._cache.epoch(topic, partition), offset, max_bytes)])],
+                    max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+                    isolation_level=READ_UNCOMMITTED)
 
 
 async def fetch(core: ClientCore, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int,
@@ -190,7 +169,7 @@ def _partition(core: ClientCore, response: Any, tp: TopicPartition, node: Any) -
     return pdata.error_code, pdata
 
 
-async def _from_replica(core: ClientCore, request: FetchRequest, tp: TopicPartition, leader_data: Any,
+async def _from_replica(core: ClientCore, request: FetchFor, tp: TopicPartition, leader_data: Any,
                        leader: int) -> tuple[Any, Any, int]:
     """Send the same Fetch to the preferred read replica the leader named (KIP-392), once.
 
@@ -222,17 +201,19 @@ async def fetch_many(core: ClientCore, wanted: list[tuple[str, int, int]], max_b
                      partition_max_bytes: int | None = None) -> dict[TopicPartition, FetchResult]:
     """One Fetch per leader for ``(topic, partition, offset)`` items, all leaders at once; only
     plain successes are returned (no retries here: the rest is for :func:`fetch`)."""
-    unknown = sorted({t for t, p, _ in wanted if not core._cache.known((t, p))})
+    leaders = core._cache.leaders
+    unknown = sorted({t for t, p, _ in wanted if p not in leaders.get(t, ())})  # MetadataCache.known
     if unknown:  # a fresh executor process: one Metadata request for all, not one per partition
         try:
             await metadata.request(core, unknown, None)
         except KafkaWireError:
             pass  # left to the single-partition path and its retries
     by_leader: dict[int, list[tuple[str, int, int]]] = defaultdict(list)
-    for t, p, o in wanted:
-        leader = core._cache.leaders.get(t, {}).get(p, -1)
+    leaders = core._cache.leaders  # the request above may have replaced it
+    for item in wanted:
+        leader = leaders.get(item[0], {}).get(item[1], -1)
         if leader >= 0:
-            by_leader[leader].append((t, p, o))
+            by_leader[leader].append(item)
     requests = {leader: _request_many(core, its, max_bytes, partition_max_bytes)
                 for leader, its in by_leader.items()}
 
@@ -244,8 +225,10 @@ async def fetch_many(core: ClientCore, wanted: list[tuple[str, int, int]], max_b
 
     # every leader at once, each on its own deadline (kafka_parallel.per_node); answers are
     # decoded after the wait, so that decoding never counts against another broker's deadline
+    at_once = AtOnce(core, single=True)  # sent at once when the leader can take it (else job's task)
     answers = await per_node(core._transport, core._transport.wait_for, {leader: job(leader) for leader in requests},
-                             core._config["broker_timeout_ms"], core._stalled)
+                             core._config["broker_timeout_ms"], core._stalled,
+                             lambda leader: at_once.start(leader, [requests[leader]]))
     out: dict[TopicPartition, FetchResult] = {}
     for leader, got in answers.items():
         request, its = requests[leader], by_leader[leader]
@@ -271,19 +254,14 @@ async def fetch_many(core: ClientCore, wanted: list[tuple[str, int, int]], max_b
 
 
 def _request_many(core: ClientCore, items: list[tuple[str, int, int]], max_bytes: int,
-                  partition_max_bytes: int | None = None) -> FetchRequest:
+                  partition_max_bytes: int | None = None) -> FetchFor:
     by_topic: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for t, p, o in items:
         by_topic[t].append((p, o))
-    Topic = FetchRequest.FetchTopic
     request_max = max_bytes
     if partition_max_bytes is not None:
         request_max, max_bytes = partition_max_bytes * len(items), partition_max_bytes
-    return FetchRequest(
-        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=request_max, isolation_level=READ_UNCOMMITTED,
-        session_id=0, session_epoch=-1,
-        topics=[Topic(topic=t, partitions=[Topic.FetchPartition(
-            partition=p, current_leader_epoch=core._cache.epoch(t, p), fetch_offset=o, last_fetched_epoch=-1,
-            log_start_offset=-1,
-            partition_max_bytes=max_bytes) for p, o in ps]) for t, ps in by_topic.items()],
-        forgotten_topics_data=[], rack_id="", min_version=FETCH_MIN_VERSION, max_version=FETCH_MAX_VERSION)
+    epochs = core._cache.epochs  # MetadataCache.epoch: the last leader epoch seen, -1 unknown
+    return FetchFor([(t, [(p, e.get(p, -1), o, max_bytes) for p, o in ps])
+                     for t, ps in by_topic.items() for e in (epochs.get(t, {}),)],
+                    max_wait_ms=0, min_bytes=1, max_bytes=request_max, isolation_level=READ_UNCOMMITTED)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from streaming.sources.kafka_client import metadata
-from streaming.sources.kafka_client.core import ClientCore
+from streaming.sources.kafka_client.core import AtOnce, ClientCore
 from streaming.sources.kafka_client.errors import (
     LEADER_ERRORS,
     KafkaWireError,
@@ -93,6 +93,16 @@ def _routing(core: ClientCore, t: OffsetsTable, rows: np.ndarray) -> tuple[np.nd
     epochs = np.full(len(rows), -1, dtype=np.int64)
     if not len(rows):
         return leaders, epochs
+    memo = None
+    if len(rows) == len(t):  # every row (rows are ascending and distinct): the same as last time?
+        arrays = [core._cache.routing_arrays(name) for name in t.topics]
+        memo = getattr(core, "_routing_memo", None)
+        if (memo is not None and memo[0] == t.topics and np.array_equal(memo[1], t.partition)
+                and all(a[0] is b[0] and a[1] is b[1] for a, b in zip(memo[2], arrays, strict=True))):
+            # the same partitions asked and no topic's routing replaced (MetadataCache.routing_arrays
+            # keeps its arrays while a topic's leaders and epochs stay the same): the same answer
+            return memo[3].copy(), memo[4].copy()
+        memo = arrays
     topic_of = t.topic_of[rows]
     cuts = np.flatnonzero(np.diff(topic_of)) + 1
     for seg in np.split(np.arange(len(rows)), cuts):
@@ -101,6 +111,8 @@ def _routing(core: ClientCore, t: OffsetsTable, rows: np.ndarray) -> tuple[np.nd
         inside = (p >= 0) & (p < len(la))
         leaders[seg[inside]] = la[p[inside]]
         epochs[seg[inside]] = ea[p[inside]]
+    if memo is not None:
+        core._routing_memo = (list(t.topics), t.partition.copy(), memo, leaders.copy(), epochs.copy())
     return leaders, epochs
 
 
@@ -205,7 +217,7 @@ async def table(core: ClientCore, asked: list[tuple[str, Any]], partial: bool = 
         deadline = core._config["broker_timeout_ms"] if partial else None
         by_node = await per_node(core._transport, core._transport.wait_for,
                                  {leader: _job(core, leader, requests[leader]) for leader in by_leader},
-                                 deadline, core._stalled if partial else None)
+                                 deadline, core._stalled if partial else None, _at_once(core, requests))
         ids_now = np.asarray([t.id_index(core._cache.topic_ids.get(name)) for name in t.topics] or [-1],
                              dtype=np.int64)
         for leader, rows in by_leader.items():
@@ -356,6 +368,19 @@ def _job(core: ClientCore, leader: int, requests: list[ListOffsetsFor]) -> Calla
         return await core._await_bodies(futures)
 
     return job
+
+
+def _at_once(core: ClientCore, requests: dict[int, list[ListOffsetsFor]]) -> Callable[[int], Any]:
+    """``per_node``'s ``now``: a leader's three requests sent at once when it can take them
+    (:class:`~streaming.sources.kafka_client.core.AtOnce`), else None and :func:`_job` runs as a task."""
+    at_once = AtOnce(core)
+
+    def now(leader: int) -> Any:
+        for request in requests[leader]:
+            request._version = None  # negotiated again on this connection (a request may be reused)
+        return at_once.start(leader, requests[leader])
+
+    return now
 
 
 def _requests(core: ClientCore, asked: list[tuple[str, np.ndarray]]) -> list[ListOffsetsFor]:

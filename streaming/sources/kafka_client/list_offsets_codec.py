@@ -339,6 +339,11 @@ class ListOffsetsFor(ListOffsetsRequest, init=False):
                                           correlation_id=correlation_id, client_id=client_id)
         self._header.request = self
 
+    def response_decoder(self) -> ListOffsetsDecoder:
+        """The decoder of the answer at the negotiated version (what the header's response class
+        gives, without building a header)."""
+        return ListOffsetsDecoder(self.API_VERSION, self)
+
     def layout(self, version: int) -> _AnswerLayout:
         """The layout a full answer to this request has at ``version`` (built once)."""
         got = self._layouts.get(version)

@@ -18,6 +18,7 @@ import logging
 import re
 import socket
 import ssl
+import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -28,11 +29,10 @@ from kafka.cluster import collect_hosts
 from kafka.future import Future
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector, TaskState
-from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.broker_version_data import BrokerVersionData
 
 from streaming.sources.kafka_client.errors import KafkaUnavailable, KafkaWireError, describe
-from streaming.sources.kafka_client.transport import NodeId, WireRequest
+from streaming.sources.kafka_client.transport import NodeId, WireRequest, read_response_header, request_header
 
 log = logging.getLogger(__name__)
 
@@ -44,50 +44,82 @@ PASSTHROUGH = frozenset(KafkaConnectionManager.DEFAULT_CONFIG) - {"bootstrap_ser
                                                                     "metric_group_prefix", "metadata_max_age_ms"}
 
 
+class _Correlated:
+    """What kafka-python's ``KafkaProtocol._process_response`` reads of a parsed response header."""
+
+    __slots__ = ("correlation_id",)
+
+    def __init__(self, correlation_id: int) -> None:
+        self.correlation_id = correlation_id
+
+
 class _BodyOnly:
     """Stands in for kafka-python's response class: parses the response header (so that
-    kafka-python checks the correlation id) and returns the body as bytes."""
+    kafka-python checks the correlation id) and returns the body as bytes. Stateless: one per
+    response header version (:data:`_BODY_ONLY`)."""
+
+    __slots__ = ("flexible",)
 
     def __init__(self, flexible: bool):
         self.flexible = flexible
 
-    def parse_header(self, data):
-        return ResponseHeader.decode(data, flexible=self.flexible)
+    def parse_header(self, data) -> _Correlated:
+        try:
+            return _Correlated(read_response_header(data, self.flexible))
+        except ValueError as exc:  # a truncated header, as kafka-python's decoder reports it
+            raise struct.error(str(exc)) from exc
 
     @staticmethod
     def decode(data) -> bytes:
         return data.read() if hasattr(data, "read") else bytes(data)
 
 
-class _FramedHeader(RequestHeader, init=False):
-    def get_response_class(self):
-        return _BodyOnly(self.flexible_response)
+_BODY_ONLY = {False: _BodyOnly(False), True: _BodyOnly(True)}
 
 
 class _Framed:
     """A :class:`WireRequest` as kafka-python's ``KafkaConnection`` sends requests: it calls
-    ``with_header(correlation_id, client_id)`` then ``encode(framed=True, header=True)``."""
+    ``with_header(correlation_id, client_id)`` then ``encode(framed=True, header=True)``, and
+    keeps ``header`` (here the request itself: ``correlation_id`` and ``get_response_class``) to
+    match the answer. The header is encoded by hand (``transport.request_header``)."""
+
+    __slots__ = ("API_VERSION", "client_id", "correlation_id", "request")
 
     def __init__(self, request: WireRequest):
         self.request = request
         self.API_VERSION = request.api_version  # set: kafka-python does not negotiate it again
-        self.header: _FramedHeader | None = None
+        self.correlation_id = 0
+        self.client_id: str | None = None
 
     def __repr__(self) -> str:
         return f"Request(api_key={self.request.api_key}, v{self.request.api_version}, {len(self.request.body)} bytes)"
 
+    @property
+    def header(self) -> _Framed:
+        return self
+
+    @property
+    def api_key(self) -> int:
+        return self.request.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.request.api_version
+
+    def get_response_class(self) -> _BodyOnly:
+        return _BODY_ONLY[self.request.response_header_flexible]
+
     def expect_response(self) -> bool:
         return True
 
-    def with_header(self, correlation_id: int = 0, client_id: str = "kafka-python") -> None:
-        r = self.request
-        self.header = _FramedHeader(request_api_key=r.api_key, request_api_version=r.api_version,
-                                    correlation_id=correlation_id, client_id=client_id)
-        self.header.flexible_response = r.response_header_flexible
+    def with_header(self, correlation_id: int = 0, client_id: str | None = "kafka-python") -> None:
+        self.correlation_id = correlation_id
+        self.client_id = client_id
 
     def encode(self, framed: bool = False, header: bool = False) -> bytes:
-        head = self.header.encode(flexible=self.request.request_header_flexible) if header else b""
-        payload = head + self.request.body
+        r = self.request
+        payload = (request_header(r.api_key, r.api_version, self.correlation_id, self.client_id,
+                                  r.request_header_flexible) + r.body) if header else r.body
         return len(payload).to_bytes(4, "big", signed=True) + payload if framed else payload
 
 
@@ -186,6 +218,7 @@ class SocketTransport:
         cfg = {k: v for k, v in config.items() if k in PASSTHROUGH or k == "bootstrap_servers"}
         self._net = _selector(cfg["client_id"])
         self._manager = KafkaConnectionManager(self._net, **cfg)
+        self._ready: dict[NodeId, tuple[Any, Any, Future]] = {}  # node -> (connection, its ApiVersions, resolved Future)
 
     # ------------------------------------------------------------------ the IO loop
     def start(self) -> None:
@@ -251,6 +284,14 @@ class SocketTransport:
             conn = self._manager.get_connection(node)
         except Errors.NodeNotReadyError as exc:  # reconnect backoff: as KafkaConnectionManager.send
             return Future().failure(exc)
+        init = conn.init_future
+        if init.is_done and init.exception is None:
+            # the common case, a connection already set up: one resolved Future per connection
+            # instead of a new one (and two callbacks) per request
+            ready = self._ready.get(node)
+            if ready is None or ready[0] is not conn or ready[1] is not conn.broker_version_data:
+                ready = self._ready[node] = (conn, conn.broker_version_data, Future().success(conn.broker_version_data))
+            return ready[2]
         out = Future()
         conn.init_future.add_callback(lambda _: out.success(conn.broker_version_data))
         conn.init_future.add_errback(out.failure)
