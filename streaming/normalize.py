@@ -198,7 +198,7 @@ def data_event_arrays(cols: dict[str, np.ndarray], key: np.ndarray | None = None
                       reduce_from: int | None = None) -> tuple[dict[str, np.ndarray], np.ndarray | None] | None:
     """The spans and markers of :func:`data_event_columns` (not a first read: ``first_read``
     False) as numpy columns (``first_position``: the batch position a row's ``source_position``
-    names; ``stretch``: left for the caller to drop), None when there is no row.
+    names), None when there is no row.
 
     ``key`` (one value per batch, ascending): the batches are the reads of several partitions
     one after another, ``key`` telling which read each batch belongs to. Every read's rows are
@@ -229,7 +229,7 @@ def data_event_arrays(cols: dict[str, np.ndarray], key: np.ndarray | None = None
     is_ctrl = c["is_control"].astype(bool)
     parts: list[dict[str, np.ndarray]] = []
     if not is_ctrl.all():
-        spans = _spans_by_group(c, is_ctrl, group, key)
+        spans = _spans(c, is_ctrl, None if key is None else group, key)
         spans["kind"] = np.full(len(spans["producer_id"]), "data", dtype=object)
         spans["route_pid"] = spans["producer_id"]
         parts.append(spans)
@@ -305,7 +305,8 @@ def _concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return out
 
 
-def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarray]:
+def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray, group: np.ndarray | None = None,
+           key: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """One row per producer id and stretch between two of its control batches (a span), in order
     of each span's first batch: the data batches' first/last offsets, first timestamp, max
     timestamp and epoch, counts and sums. The same columns (and dtypes) as
@@ -315,12 +316,16 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
 
     (without the ``stretch`` column) computed with numpy (pandas' groupby machinery cost ~20 ms
     per read, whatever its size).
+
+    ``group``: the producer's label when the batches are several reads' (:func:`data_event_arrays`:
+    the rank of its (read, id) pair, so no span crosses two reads; None: its id); ``key``: each
+    batch's read, carried as ``read_key``.
     """
-    pid = c["producer_id"]
-    # Batches by producer id, file order within one (a stable sort). Along one producer's
+    pid = c["producer_id"] if group is None else group
+    # Batches by producer (label), file order within one (a stable sort). Along one producer's
     # batches the number of its control batches so far only grows, so its data batches in this
-    # order are already grouped by (producer id, stretch), file order within a group: a group
-    # starts where the producer id changes or a control batch of it came in between.
+    # order are already grouped by (producer, stretch), file order within a group: a group
+    # starts where the label changes or a control batch of it came in between.
     by_pid = stable_argsort(pid)
     ctrl_sorted = is_ctrl[by_pid]
     cum = np.cumsum(ctrl_sorted)  # control batches up to each batch (all producers: compared within one)
@@ -339,65 +344,8 @@ def _spans(c: dict[str, np.ndarray], is_ctrl: np.ndarray) -> dict[str, np.ndarra
         return fn.reduceat(values[sorted_rows], starts, dtype=values.dtype)[appear]
 
     first_row, last_row = first_row[appear], last_row[appear]
-    return {
-        "producer_id": pid[first_row],
-        "first_offset": c["base_offset"][first_row],
-        "last_offset": c["last_offset"][last_row],
-        "first_ts": c["first_timestamp"][first_row],
-        "last_ts": agg(c["max_timestamp"], np.maximum),
-        "producer_epoch": agg(c["producer_epoch"], np.maximum),
-        "batch_count": (ends - starts + 1)[appear].astype(np.int64),
-        "record_count": agg(c["record_count"], np.add),
-        "bytes": agg(c["batch_size"], np.add),
-        "empty_batches": agg(c["empty"].astype(np.int64), np.add),
-        "first_position": c["position"][first_row],
-    }
-
-
-def _spans_by_group(c: dict[str, np.ndarray], is_ctrl: np.ndarray, group: np.ndarray,
-           key: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """:func:`_spans` where the batches may be several reads' (:func:`data_event_arrays`): one row
-    per producer and stretch between two of its control batches (a span), in order of each
-    span's first batch: the data batches' first/last offsets, first timestamp, max
-    timestamp and epoch, counts and sums. The same columns (and dtypes) as
-
-        df["stretch"] = df.groupby("producer_id")["is_control"].cumsum()
-        df[~df["is_control"]].groupby(["producer_id", "stretch"], sort=False).agg(...).reset_index()
-
-    computed with numpy (pandas' groupby machinery cost ~20 ms per read, whatever its size).
-    ``group``: the producer's label (its id, or its rank among the (read, id) pairs of several
-    reads: :func:`data_event_arrays`); ``key``: each batch's read, carried as ``read_key``.
-    """
-    pid = group
-    n = len(pid)
-    # stretch: the number of the producer's control batches before (and at) each batch
-    by_pid = np.lexsort((np.arange(n), pid))
-    ctrl_sorted = is_ctrl[by_pid].astype(np.int64)
-    cum = np.cumsum(ctrl_sorted)
-    new_pid = np.ones(n, dtype=bool)
-    new_pid[1:] = pid[by_pid][1:] != pid[by_pid][:-1]
-    start_of = np.maximum.accumulate(np.where(new_pid, np.arange(n), 0))
-    stretch_sorted = cum - (cum[start_of] - ctrl_sorted[start_of])
-    stretch = np.empty(n, dtype=np.int64)
-    stretch[by_pid] = stretch_sorted
-    rows = np.flatnonzero(~is_ctrl)
-    sorted_rows = rows[np.lexsort((rows, stretch[rows], pid[rows]))]  # by group, file order within one
-    g_pid, g_st = pid[sorted_rows], stretch[sorted_rows]
-    first = np.ones(len(sorted_rows), dtype=bool)
-    first[1:] = (g_pid[1:] != g_pid[:-1]) | (g_st[1:] != g_st[:-1])
-    starts = np.flatnonzero(first)
-    ends = np.append(starts[1:], len(sorted_rows)) - 1
-    first_row, last_row = sorted_rows[starts], sorted_rows[ends]
-    appear = np.argsort(first_row, kind="stable")  # groups in order of their first batch (sort=False)
-
-    def agg(values: np.ndarray, fn: Any) -> np.ndarray:
-        # in the column's dtype, as pandas' groupby sum/max (numpy would widen int32 sums)
-        return fn.reduceat(values[sorted_rows], starts, dtype=values.dtype)[appear]
-
-    first_row, last_row = first_row[appear], last_row[appear]
     out = {
         "producer_id": c["producer_id"][first_row],
-        "stretch": stretch[first_row],
         "first_offset": c["base_offset"][first_row],
         "last_offset": c["last_offset"][last_row],
         "first_ts": c["first_timestamp"][first_row],

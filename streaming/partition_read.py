@@ -269,7 +269,7 @@ def data_reads_events(
     if got is None:
         return tails
     out, row_key = got
-    final: dict[str, Any] = {k: v for k, v in out.items() if k not in ("first_position", "stretch")}
+    final: dict[str, Any] = {k: v for k, v in out.items() if k != "first_position"}
     at = pa.array(row_key, type=pa.int64())
     ctxs = [r[0] for r in reads]
 
