@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from streaming.sources.kafka_client.results import TopicRows
 from streaming.sources.kafka_offset_pack import PackedOffsetsError, is_packed, pack_table, unpack_table
 from streaming.sources.kafka_options import split_key
 
@@ -163,7 +164,7 @@ class ProbeRead:
 _COL_NAMES = ("p", "next", "fls", "hw", "lso", "ls", "leader")
 
 
-class PlanColumns:
+class PlanColumns(TopicRows):
     """``parts`` and ``seen`` of a plan as arrays, one row per partition of ``keys`` (the
     partitions the plan's discovery listed, grouped by topic: ``topics[i]`` holds rows
     ``starts[i]:starts[i + 1]``).
@@ -199,16 +200,6 @@ class PlanColumns:
         self._index: dict[str, int] | None = None
         self._key_set: set[str] | None = None
         self._topic_of: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.partition)
-
-    @property
-    def topic_of(self) -> np.ndarray:
-        """Per row, the index of its topic in :attr:`topics`."""
-        if self._topic_of is None:
-            self._topic_of = np.repeat(np.arange(len(self.topics)), np.diff(self.starts))
-        return self._topic_of
 
     def asked(self, rows: np.ndarray | None = None) -> list[tuple[str, np.ndarray]]:
         """``[(topic, partitions)]`` of all rows, or of ``rows`` (ascending)."""

@@ -43,8 +43,31 @@ class PartitionOffsets:
 OK, DOWN, DELETED, PENDING = 0, 1, 2, 3
 
 
+class TopicRows:
+    """Rows of partitions grouped by topic: ``topics[i]`` holds rows ``starts[i]:starts[i + 1]``
+    of ``partition`` (:class:`OffsetsTable`, and the planner's ``PlanColumns``). A subclass sets
+    ``topics``, ``starts``, ``partition`` and ``_topic_of = None``."""
+
+    __slots__ = ()  # the planner's columns are slotted
+
+    topics: list[str]
+    starts: np.ndarray
+    partition: np.ndarray
+    _topic_of: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.partition)
+
+    @property
+    def topic_of(self) -> np.ndarray:
+        """Per row, the index of its topic in :attr:`topics`."""
+        if self._topic_of is None:
+            self._topic_of = np.repeat(np.arange(len(self.topics)), np.diff(self.starts))
+        return self._topic_of
+
+
 @dataclass
-class OffsetsTable:
+class OffsetsTable(TopicRows):
     """Offsets of many partitions as arrays (``KafkaWire.offsets_table``): one row per partition
     asked, in the order asked, grouped by topic (rows ``starts[i]:starts[i + 1]`` are topic
     ``topics[i]``). ``status`` per row: :data:`OK` (offsets and leader set), :data:`DOWN` (no
@@ -85,16 +108,6 @@ class OffsetsTable:
         np.cumsum([len(p) for p in parts], out=starts[1:])
         return cls([t for t, _ in asked], starts,
                    np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
-
-    def __len__(self) -> int:
-        return len(self.partition)
-
-    @property
-    def topic_of(self) -> np.ndarray:
-        """Per row, the index of its topic in :attr:`topics`."""
-        if self._topic_of is None:
-            self._topic_of = np.repeat(np.arange(len(self.topics)), np.diff(self.starts))
-        return self._topic_of
 
     def tp(self, row: int) -> tuple[str, int]:
         return self.topics[int(self.topic_of[row])], int(self.partition[row])
