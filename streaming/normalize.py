@@ -366,15 +366,7 @@ def _fold_arrays(rows: dict[str, np.ndarray], from_offset: int, group: np.ndarra
     """:func:`reduce_closed_in_read` (``first_read`` False) on columns (None: nothing to drop),
     ``group`` standing for the producer id (:func:`_fold_plan` only compares it): the rank of the
     (read, producer id) pair when the rows are several reads' (:func:`data_event_arrays`)."""
-    if "marker" not in rows:
-        return None  # no markers
-    is_m = rows["kind"] == "marker"
-    if is_m.sum() < 3:
-        return None  # folding needs a marker between the first and the last one
-    marker = rows["marker"]
-    plan = _fold_plan(is_m, rows["kind"] == "data", group, rows["first_offset"],
-                      is_m & ((marker == "COMMIT") | (marker == "ABORT")), marker == "EMPTY",
-                      rows["coordinator_epoch"].astype(np.float64), rows["producer_epoch"], from_offset, False)
+    plan = _reduce_plan(rows, from_offset, group=group)
     if plan is None:
         return None
     keep, carrier, txns, epochs = plan
@@ -439,16 +431,18 @@ def reduce_closed_in_read(rows: pd.DataFrame, from_offset: int = 0, first_read: 
     return out.reset_index(drop=True)
 
 
-def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int, first_read: bool = False) -> tuple[np.ndarray, ...] | None:
+def _reduce_plan(rows: dict[str, np.ndarray], from_offset: int, first_read: bool = False,
+                 group: np.ndarray | None = None) -> tuple[np.ndarray, ...] | None:
     """What :func:`reduce_closed_in_read` keeps of rows given as columns with the frame's values
-    (``kind`` and ``marker`` names): :func:`_fold_plan`."""
+    (``kind`` and ``marker`` names): :func:`_fold_plan`. ``group``: the producer's label when it
+    is not its id (:func:`_fold_arrays`)."""
     if "marker" not in rows:
         return None  # no markers
     is_m = rows["kind"] == "marker"
     if is_m.sum() < 3:
         return None  # folding needs a marker between the first and the last one
     marker = rows["marker"]
-    return _fold_plan(is_m, rows["kind"] == "data", rows["producer_id"], rows["first_offset"],
+    return _fold_plan(is_m, rows["kind"] == "data", rows["producer_id"] if group is None else group, rows["first_offset"],
                       is_m & ((marker == "COMMIT") | (marker == "ABORT")), marker == "EMPTY",
                       rows["coordinator_epoch"].astype(np.float64), rows["producer_epoch"], from_offset, first_read)
 
