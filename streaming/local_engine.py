@@ -37,6 +37,7 @@ def read_source(reader: Any) -> pa.Table:
     from streaming.sources import logdir
 
     logdir.PLAN_SCANS = {}  # each file's headers scanned once, when planned (logdir.PLAN_SCANS)
+    logdir.PLAN_TXN = {}  # the coordinator partitions' records decoded together (logdir.PLAN_TXN)
     try:
         # an allocation burst without reference cycles (decoded records, replays, event columns):
         # young collections would promote it and start a full one (streaming.gc_pause)
@@ -44,6 +45,7 @@ def read_source(reader: Any) -> pa.Table:
             batches = [b for p in reader.partitions() for b in reader.read(p)]
     finally:
         logdir.PLAN_SCANS = None
+        logdir.PLAN_TXN = None
     if not batches:
         return arrow_schema().empty_table()
     return pa.Table.from_batches(batches)

@@ -65,7 +65,7 @@ from streaming.verdict import (
     threshold_for,
     to_dict,
 )
-from udfs.model import OPEN_TXN_STATES
+from udfs.model import CONTROL_NAMES, OPEN_TXN_STATES
 from udfs.pairing import Step, marker_coordinator_epoch, pair
 
 SCHEMA_VERSION = 2  # 2: rules v2 evidence (first epoch, marker kinds/times, snapshot seed)
@@ -187,12 +187,15 @@ class ProducerState:
     def _part(self, topic: str, partition: int) -> dict[str, Any]:
         key = _tp(topic, partition)
         p = self.parts.get(key)
-        if p is None:
-            p = self.parts[key] = {
-                "topic": topic, "partition": partition, "open": None, "next_offset": -1, "max_epoch": -1,
-                "last_marker": None, "max_marker_ce": -1, "read_from_zero": False, "snapshot": None,
-                "preview": None, "preview_next": -1,
-            }
+        return self._new_part(key, topic, partition) if p is None else p
+
+    def _new_part(self, key: str, topic: str, partition: int) -> dict[str, Any]:
+        """A partition's entry, created (``key``: :func:`_tp` of ``topic``, ``partition``)."""
+        p = self.parts[key] = {
+            "topic": topic, "partition": partition, "open": None, "next_offset": -1, "max_epoch": -1,
+            "last_marker": None, "max_marker_ce": -1, "read_from_zero": False, "snapshot": None,
+            "preview": None, "preview_next": -1,
+        }
         return p
 
     def apply(self, ev: tuple | Mapping[str, Any], cfg: EngineConfig) -> list[dict[str, Any]]:
@@ -222,7 +225,10 @@ class ProducerState:
                 self._apply_coordinator(ev)
                 continue
             if p is None or partition != cur_partition or topic != cur_topic:
-                p = parts.get(_tp(topic, partition)) or self._part(topic, partition)
+                key = f"{topic}\t{partition}"  # _tp, inline: once per partition of every producer
+                p = parts.get(key)
+                if p is None:
+                    p = self._new_part(key, topic, partition)
                 cur_topic, cur_partition = topic, partition
             if from_zero is True:
                 p["read_from_zero"] = True
@@ -293,7 +299,12 @@ class ProducerState:
                 # The data epoch of the transaction this marker closed (None: nothing of P was open
                 # on tp as read): one below the marker's epoch is a bumped marker (revision 3.1).
                 closed_epoch = None if o is None else o.get("data_epoch", o["first_epoch"])
-                ce = marker_coordinator_epoch(marker, ce)
+                # marker_coordinator_epoch, inline for a marker name (every row's): only a COMMIT or
+                # ABORT with an epoch >= 0 teaches one
+                if marker.__class__ is str:
+                    ce = ce if marker in _TYPED_MARKER_NAMES and ce is not None and ce >= 0 else None
+                else:
+                    ce = marker_coordinator_epoch(marker, ce)
                 # An empty marker (cleaner) proves a marker existed but not its coordinator epoch:
                 # the previous marker's epoch is not carried forward (it may be lower than this one's).
                 p["last_marker"] = {
@@ -578,6 +589,9 @@ def _pair_step(kind: str, has_open: bool) -> Step:
 # else): with a transaction open on the partition, and with none
 _STEP_IF_OPEN = {kind: _pair_step(kind, True) for kind in ("data", "marker")}
 _STEP_IF_NONE = {kind: _pair_step(kind, False) for kind in ("data", "marker")}
+
+# the marker names marker_coordinator_epoch takes an epoch from (udfs.pairing: COMMIT, ABORT)
+_TYPED_MARKER_NAMES = frozenset(n for n in CONTROL_NAMES.values() if marker_coordinator_epoch(n, 0) == 0)
 
 _KIND_ORDER = {"snapshot": 0, "txn_state": 1, "data": 2, "marker": 2, "lso_passed": 2}
 

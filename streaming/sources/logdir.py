@@ -150,6 +150,8 @@ def plan_partition(
             scan = scan_batches(data, validate_crc=True, source=path, base_position=pos, allow_partial_tail=True)
             if not scan.errors and not scan.tail_bytes:
                 PLAN_SCANS[(path, pos, pos + len(data))] = scan
+                if part.is_txn_state and PLAN_TXN is not None:
+                    PLAN_TXN[(path, pos, pos + len(data))] = data
         consumed = scan.end_position
         if not newest and consumed < len(data):
             consumed = len(data)  # an older segment will not grow: let the reader report the tail
@@ -211,10 +213,24 @@ _MEMO: dict[str, tuple[tuple[int, int], Any]] = {}
 PLAN_SCANS: dict[tuple[str, int, int], BatchScan] | None = None
 
 
+# The bytes of the __transaction_state ranges kept in PLAN_SCANS (same keys), set together with it
+# by the in-process engine: their read decodes the records from these bytes instead of reading
+# the range again (a data partition's read needs only the kept scan).
+PLAN_TXN: dict[tuple[str, int, int], bytes] | None = None
+
+
 def _planned_scan(chunk: Chunk, validate_crc: bool) -> BatchScan | None:
     if PLAN_SCANS is None or not validate_crc:
         return None
     return PLAN_SCANS.pop((chunk.path, chunk.start, chunk.end), None)
+
+
+def _planned_bytes(chunk: Chunk) -> bytes:
+    """A ``__transaction_state`` range's bytes: kept from planning (PLAN_TXN), else read."""
+    kept = PLAN_TXN.pop((chunk.path, chunk.start, chunk.end), None) if PLAN_TXN is not None else None
+    return kept if kept is not None else _read(chunk)
+
+
 _MEMO_LOCK = threading.Lock()
 
 
@@ -377,8 +393,8 @@ def read_partition(
         out.reduced = reduce
         after = out.replay.copy()
         for c in chunks:
-            recs, scan = _decode_txn(_read(c), reduce, validate_crc=validate_crc, source=c.path, base_position=c.start,
-                                     scan=_planned_scan(c, validate_crc))
+            recs, scan = _decode_txn(_planned_bytes(c), reduce, validate_crc=validate_crc, source=c.path,
+                                     base_position=c.start, scan=_planned_scan(c, validate_crc))
             extent = _txn_extent(scan)
             out.records.append((recs, f"{part.name}/{os.path.basename(c.path)}", *extent))
             gaps += [(e, None) for e in scan.errors]
