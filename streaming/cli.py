@@ -326,7 +326,13 @@ def _scan_local(fmt: str, opts: dict[str, str], ecfg, alert_cfg, sinks, sink_fil
         from streaming.sources.segments import SegmentsBatchReader as Reader
     else:
         from streaming.sources.dumps import DumpsBatchReader as Reader
-    run_scan(read_source(Reader(opts)), ecfg, Enricher(alert_cfg, sink_file, end_offsets=end_offsets), sinks)
+    from streaming.gc_pause import collector_paused
+
+    # One allocation burst from the first read to the last sink, without reference cycles: the
+    # reads and micro-batches already pause the collector, and between them a young collection
+    # would walk (and promote) every event row and column just built (streaming.gc_pause).
+    with collector_paused():
+        run_scan(read_source(Reader(opts)), ecfg, Enricher(alert_cfg, sink_file, end_offsets=end_offsets), sinks)
 
 
 def _log_state(query) -> None:

@@ -42,7 +42,8 @@ def read_source(reader: Any) -> pa.Table:
         # an allocation burst without reference cycles (decoded records, replays, event columns):
         # young collections would promote it and start a full one (streaming.gc_pause)
         with collector_paused():
-            batches = [b for p in reader.partitions() for b in reader.read(p)]
+            in_turn = getattr(reader, "read_in_turn", lambda: None)()  # segments with a fixed clock
+            batches = list(in_turn) if in_turn is not None else [b for p in reader.partitions() for b in reader.read(p)]
     finally:
         logdir.PLAN_SCANS = None
         logdir.PLAN_TXN = None
