@@ -278,10 +278,14 @@ class LocalStates:
             else:  # Arrow: event rows straight from the columns, no frame and no dict per event
                 by_pid, newest = table_rows(events)
         out: list[dict[str, Any]] = []
-        for pid in sorted(by_pid):
-            out += self._call(pid, by_pid[pid])
+        keys = sorted(by_pid)
+        for pid in keys:
+            # a key's events are dropped once applied: their memory then serves the states built
+            # next instead of new pages (the in-process engine holds a whole scan's events)
+            out += self._call(pid, by_pid.pop(pid))
+        called = set(keys)
         for pid, t in sorted(self.timeouts.items()):
-            if pid not in by_pid and t is not None and t <= self.watermark:
+            if pid not in called and t is not None and t <= self.watermark:
                 out += self._call(pid, [])
         if newest is not None:
             self.watermark = max(self.watermark, newest)
