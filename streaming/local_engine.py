@@ -5,7 +5,10 @@ one dump file or a small log dir that is nearly all of a scan. This engine runs 
 the streaming scan runs (:mod:`streaming.microbatch`), in the same order:
 
 * the source's *batch* reader (``partitions()`` then ``read()``), which plans and reads exactly
-  what the available-now stream's single micro-batch reads (same clock, same ranges);
+  what the available-now stream's single micro-batch reads (same clock, same ranges); with a
+  fixed clock the segments reader plans and reads one partition after the other instead
+  (``SegmentsBatchReader.read_in_turn``: the same rows, each file's batch table used while in
+  the CPU cache and its memory reused);
 * the micro-batch over those events (:class:`streaming.microbatch.LocalLoop`: the state function
   per ``route_pid``, then the ``foreachBatch`` body: enrichment, sinks), then, like Spark's no-data
   batch after the watermark moved to the clock, the timers the watermark has passed.
