@@ -63,3 +63,19 @@ def test_the_local_engine_reading_in_turn_finds_the_scenarios_findings(tmp_path)
              EngineConfig(cluster="r"), enricher, SinkSet())
     want = expected_findings(sc, files=True)
     assert want and projected(a["alert"] for a in enricher.active.values()) == want
+
+
+def test_the_in_process_read_keeps_no_replay_memo_and_a_worker_read_does(tmp_path):
+    # the memo serves a worker's next micro-batch on the same partition (a read that starts where
+    # this one ended); the in-process engine reads each partition once, from its start
+    from streaming.sources import logdir
+    from streaming.sources.log_layout import list_files, list_partitions
+
+    sc = write_scenario("commit", tmp_path / "logs", seed=7)
+    paths = {p.path for p in list_partitions(str(sc.root))}
+    read_source(SegmentsBatchReader({"path": str(sc.root), "as_of": str(sc.as_of_ms)}))
+    assert paths and not paths & set(logdir._MEMO)
+    part = next(p for p in list_partitions(str(sc.root)) if not p.is_txn_state)
+    plan = logdir.plan_partition(part, None)
+    logdir.read_partition(list_files(part), plan.chunks, start=None, end=plan.end)
+    assert logdir._MEMO[part.path][0] == plan.end

@@ -410,7 +410,9 @@ def read_partition(
             replay_batches(st, scan.columns, out.snapshot_offset)
         out.high_watermark, out.lso = st.next_offset, st.replayed_lso(log_start)
         memo = st
-    if end is not None:
+    # The in-process engine (PLAN_SCANS set) reads each partition once, from its start: the memo
+    # would never be read, and not keeping it lets each replay's memory serve the next one.
+    if end is not None and PLAN_SCANS is None:
         with _MEMO_LOCK:
             _MEMO[part.path] = (end, memo)
     return out
