@@ -298,6 +298,15 @@ class SegmentsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         if start is None:
             start = self.initialOffset()
+        if self._target is not None and self.opts["max_bytes"] is None and start == self.initialOffset():
+            # AvailableNow's first micro-batch: planning again would be the very call that made the
+            # target (same start, no byte limit: plan_offsets(opts, initial offset, None)) over
+            # the same files, capped by the target. Over a log dir that did not change since the
+            # query started that is the target itself; one that did is read up to the target
+            # (what existed at the start), as the cap does. One header scan of the whole log dir
+            # (~0.25 s on the 157 MB issue-12 dataset) instead of two.
+            return {"parts": {k: list(v) for k, v in self._target["parts"].items()},
+                    "clock": self._target["clock"]}
         unlimited = isinstance(limit, ReadAllAvailable) and self.opts["max_bytes"] is None
         nxt = self._compute(start, unlimited)
         if self._target is not None:
