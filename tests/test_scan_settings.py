@@ -59,3 +59,24 @@ def test_a_small_scan_keeps_one_state_partition(tmp_path, monkeypatch):
     small = tmp_path / "small.log"
     small.write_bytes(b"x")
     assert _session_conf(monkeypatch, [str(small)], "local[2]") == "1"
+
+
+def test_read_groups_weigh_coordinator_bytes_heavier():
+    """segments.pack cuts the planned reads into contiguous groups of about equal read cost; a
+    byte of __transaction_state (records decoded whole) counts TXN_STATE_BYTE_WEIGHT (3) data
+    bytes (headers only). 20 coordinator bytes then weigh as much as both 30-byte data reads
+    together: the coordinator partition gets a task of its own, where plain bytes (20 + 30 vs 30)
+    put a data read with it."""
+    from streaming.sources.log_layout import Chunk
+    from streaming.sources.segments import TXN_STATE_BYTE_WEIGHT, SegmentsPartition, pack
+
+    assert TXN_STATE_BYTE_WEIGHT == 3
+
+    def part(name: str, size: int) -> SegmentsPartition:
+        path = f"/logs/{name}"
+        return SegmentsPartition(path, [Chunk(0, f"{path}/00000000000000000000.log", 0, size)], None, [0, size], 0)
+
+    parts = [part("__transaction_state-0", 20), part("a-0", 30), part("b-0", 30)]
+    groups = pack(parts, 2)
+    assert [[p.part_path for p in g.parts] for g in groups] == [
+        ["/logs/__transaction_state-0"], ["/logs/a-0", "/logs/b-0"]]
