@@ -183,7 +183,14 @@ def packed_event_records(values: Any) -> list[dict[str, Any]]:
     (``unix_millis``); null fields are left out (``to_json`` drops them), which
     :class:`~streaming.state_machine.EventRecord` reads as None, as ``event_records`` does for a
     field null in every row of a kind. A producer's rows hold :data:`ROW_JSON_FIELDS` only."""
-    return [json.loads(v, object_hook=EventRecord) for v in values]
+    return json.loads(_json_array(values), object_hook=EventRecord)
+
+
+def _json_array(values: Any) -> str:
+    """One key's :data:`PACKED` strings (each a whole JSON object, as ``to_json`` writes it) as
+    one JSON array: decoded by one ``json.loads`` call instead of one per event (its per-call
+    Python layers cost as much as the C scanner's work on these short objects)."""
+    return "[" + ",".join(values) + "]"
 
 
 def packed_event_rows(pid: int, values: Any) -> list[Any]:
@@ -195,10 +202,9 @@ def packed_event_rows(pid: int, values: Any) -> list[Any]:
     in C instead of as_row's Python loop over a dict with a ``__missing__`` hook."""
     if pid < 0:
         return packed_event_records(values)
-    loads = json.loads
     rows = []
-    for v in values:
-        get = loads(v).get
+    for d in json.loads(_json_array(values)):
+        get = d.get
         row = tuple(map(get, _ROW_GET))
         rows.append(row + ((tuple(map(get, COORDINATOR_FIELDS)),) if row[KIND] == "txn_state" else (None,)))
     return rows

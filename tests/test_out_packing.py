@@ -45,3 +45,35 @@ def test_numpy_scalars_become_python_values_and_other_objects_fail_loudly():
 def test_packed_rows_are_compact_json_objects():
     (s,) = pack_out_rows([{"out_kind": "gap", "reason": "crc mismatch at offset 5"}])
     assert s.startswith('{"out_kind":"gap","key":null,') and json.loads(s)["reason"] == "crc mismatch at offset 5"
+
+
+def test_one_keys_packed_events_decode_in_one_call_to_the_same_rows():
+    """packed_event_rows joins a key's JSON objects into one array (one json.loads per key): each
+    string is a whole object as Spark's to_json writes it (null fields left out), so the rows are
+    those of decoding each alone. Written by hand: a data span, then its COMMIT marker (event_rows
+    ROW_FIELDS order; coordinator part None off txn_state rows)."""
+    from streaming.event_rows import ROW_FIELDS
+    from streaming.microbatch import packed_event_records, packed_event_rows
+
+    span = ('{"kind":"data","source":"segments","topic":"t","partition":0,"producer_id":7,"producer_epoch":0,'
+            '"first_offset":0,"last_offset":1,"first_ts":5,"last_ts":6,"batch_count":2,"record_count":3,'
+            '"bytes":200,"read_from_zero":true,"source_position":"t-0@0","event_time_ms":9}')
+    marker = ('{"kind":"marker","source":"segments","topic":"t","partition":0,"producer_id":7,"producer_epoch":0,'
+              '"first_offset":2,"last_offset":2,"marker":"COMMIT","coordinator_epoch":4,"event_time_ms":9}')
+    rows = packed_event_rows(7, [span, marker])
+    assert [dict(zip(ROW_FIELDS, r, strict=True)) for r in rows] == [
+        {"kind": "data", "topic": "t", "partition": 0, "first_offset": 0, "last_offset": 1, "lso": None,
+         "event_time_ms": 9, "producer_epoch": 0, "snapshot_offset": None, "read_from_zero": True, "first_ts": 5,
+         "last_ts": 6, "batch_count": 2, "record_count": 3, "bytes": 200, "marker": None, "coordinator_epoch": None,
+         "folded_max_epoch": None, "source": "segments", "source_position": "t-0@0", "coordinator": None},
+        {"kind": "marker", "topic": "t", "partition": 0, "first_offset": 2, "last_offset": 2, "lso": None,
+         "event_time_ms": 9, "producer_epoch": 0, "snapshot_offset": None, "read_from_zero": None, "first_ts": None,
+         "last_ts": None, "batch_count": None, "record_count": None, "bytes": None, "marker": "COMMIT",
+         "coordinator_epoch": 4, "folded_max_epoch": None, "source": "segments", "source_position": None,
+         "coordinator": None},
+    ]
+    gap = '{"kind":"gap","route_pid":-1,"reason":"crc mismatch","crc_failed":true,"event_time_ms":9}'
+    (g,) = packed_event_records([gap])
+    assert g == {"kind": "gap", "route_pid": -1, "reason": "crc mismatch", "crc_failed": True, "event_time_ms": 9}
+    assert g["lso"] is None  # EventRecord: an absent field reads null
+    assert packed_event_rows(-1, [gap]) == [g] and packed_event_rows(7, []) == []
