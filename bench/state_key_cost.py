@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql.types import StringType, StructField, StructType
 
     from streaming.events import arrow_schema
-    from streaming.microbatch import LocalGroupState, packed_event_records, state_rows
-    from streaming.state_machine import OUT_NAMES, EngineConfig
+    from streaming.microbatch import OUT_PACKED, LocalGroupState, pack_out_rows, packed_event_rows, state_rows
+    from streaming.state_machine import EngineConfig
 
     n_keys = args.keys
     schema = arrow_schema()
@@ -105,9 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.process_time()
     for k, df in frames(shapes["key + event_time + JSON (detect now)"]):
         st = LocalGroupState(None, 0)
-        rows = state_rows(cfg, k, packed_event_records(df["ev"]), st)
-        if rows:
-            pd.DataFrame(rows, columns=list(OUT_NAMES))
+        rows = state_rows(cfg, k, packed_event_rows(k, df["ev"].tolist()), st)
+        if rows:  # spark_state_fn's output frame: one JSON column (microbatch.OUT_PACKED)
+            pd.DataFrame({OUT_PACKED: pack_out_rows(rows)})
         # PySpark's construct_state_pdf: the state row pickled, one single-row frame per key
         obj = pickle.dumps(value_schema.toInternal(st.get)) if st.exists else None
         pd.DataFrame.from_dict({"properties": [b"{}"], "keyRowAsUnsafe": [b""], "object": [obj],

@@ -49,12 +49,20 @@ import pandas as pd
 
 from streaming.alerts import Enricher
 from streaming.availability import Availability
-from streaming.event_rows import EventRecord, as_rows, event_time_of, table_rows
+from streaming.event_rows import (
+    COORDINATOR,
+    COORDINATOR_FIELDS,
+    KIND,
+    ROW_FIELDS,
+    EventRecord,
+    as_rows,
+    event_time_of,
+    table_rows,
+)
 from streaming.events import FIELD_NAMES
 from streaming.gc_pause import collector_paused
 from streaming.pinned_lso import PinnedLso
 from streaming.state_machine import (
-    OUT_FIELDS,
     OUT_NAMES,
     EngineConfig,
     ProducerState,
@@ -112,17 +120,60 @@ def state_rows(cfg: EngineConfig, pid: int, events: list[dict[str, Any]] | list[
     return out
 
 
+#: The Spark state operator's output: one JSON object per output row, with every field of
+#: :data:`~streaming.state_machine.OUT_NAMES` (null ones as null), read back by
+#: :func:`spark_foreach_batch`. PySpark turns each key's output frame into Arrow column by column
+#: (``PandasToArrowConversion`` per yielded frame): for the 41 typed output columns that cost
+#: ~1.8 ms of CPU per key (a frame of 2 rows, 405 keys: 0.74 s), for this one column ~0.14 ms
+#: (issue 23). The output is not part of the state store (its key and value schemas are), so
+#: checkpoints written with the typed output stay readable.
+OUT_PACKED = "out"
+
+
 def out_ddl() -> str:
-    """The state operator's output schema (Spark DDL)."""
-    return ", ".join(f"{n} {'boolean' if t == 'bool' else t}" for n, t in OUT_FIELDS)
+    """The state operator's output schema (Spark DDL): :data:`OUT_PACKED`."""
+    return f"{OUT_PACKED} string"
 
 
-#: The state operator's input besides the key: every event field but ``event_time`` packed into
+def _json_default(v: Any) -> Any:
+    """A numpy scalar (``item``) or array (``tolist``) in an output row, as Arrow would have
+    taken it; anything else is an error, as it was for Arrow."""
+    for conv in ("item", "tolist"):
+        if hasattr(v, conv):
+            return getattr(v, conv)()
+    raise TypeError(f"output field value {v!r} ({type(v).__name__}) is not JSON serialisable")
+
+
+def pack_out_rows(rows: list[dict[str, Any]]) -> list[str]:
+    """State operator output rows → their :data:`OUT_PACKED` strings: exactly the
+    :data:`~streaming.state_machine.OUT_NAMES` fields, absent ones null (as the typed frame
+    ``pd.DataFrame(rows, columns=OUT_NAMES)`` had them)."""
+    dumps = json.dumps
+    return [dumps({n: r.get(n) for n in OUT_NAMES}, separators=(",", ":"), default=_json_default) for r in rows]
+
+
+def unpack_out_rows(values: Any) -> list[dict[str, Any]]:
+    """:data:`OUT_PACKED` strings → the output rows :class:`BatchWriter` takes (every
+    :data:`~streaming.state_machine.OUT_NAMES` field a key)."""
+    return [json.loads(v) for v in values]
+
+
+#: The state operator's input besides the key: the event's fields but ``event_time`` packed into
 #: one JSON string per row (:func:`detect`). PySpark converts each key's slice of the input
 #: column by column to pandas (``ArrowBatchTransformer.to_pandas`` + ``pd.concat`` per key in the
 #: worker's ``SQL_GROUPED_MAP_PANDAS_UDF_WITH_STATE`` path): with the ~40 event columns that was
 #: ~3.4 ms of CPU per key, with the key, ``event_time`` and this one column ~0.4 ms.
+#: A producer's own rows (``route_pid`` >= 0) carry only :data:`ROW_JSON_FIELDS`, what the state
+#: machine reads of them (:mod:`streaming.event_rows`); progress and gap rows (``route_pid`` < 0)
+#: every field, as the state function passes them through whole.
 PACKED = "ev"
+
+#: The fields of an event row (:data:`streaming.event_rows.ROW_FIELDS`, with its coordinator
+#: part's :data:`~streaming.event_rows.COORDINATOR_FIELDS`), in event schema order: what
+#: :func:`pack_events` packs of a producer's own rows.
+ROW_JSON_FIELDS: tuple[str, ...] = tuple(
+    n for n in FIELD_NAMES if n in set(ROW_FIELDS[:COORDINATOR]) | set(COORDINATOR_FIELDS)) + ("event_time_ms",)
+_ROW_GET = ROW_FIELDS[:COORDINATOR]
 
 
 def packed_event_records(values: Any) -> list[dict[str, Any]]:
@@ -131,8 +182,32 @@ def packed_event_records(values: Any) -> list[dict[str, Any]]:
     Python ints, booleans bools, ``array<string>`` lists, ``event_time`` is ``event_time_ms``
     (``unix_millis``); null fields are left out (``to_json`` drops them), which
     :class:`~streaming.state_machine.EventRecord` reads as None, as ``event_records`` does for a
-    field null in every row of a kind."""
-    return [json.loads(v, object_hook=EventRecord) for v in values]
+    field null in every row of a kind. A producer's rows hold :data:`ROW_JSON_FIELDS` only."""
+    return json.loads(_json_array(values), object_hook=EventRecord)
+
+
+def _json_array(values: Any) -> str:
+    """One key's :data:`PACKED` strings (each a whole JSON object, as ``to_json`` writes it) as
+    one JSON array: decoded by one ``json.loads`` call instead of one per event (its per-call
+    Python layers cost as much as the C scanner's work on these short objects)."""
+    return "[" + ",".join(values) + "]"
+
+
+def packed_event_rows(pid: int, values: Any) -> list[Any]:
+    """What the state function reads for key ``pid`` from its :data:`PACKED` strings: for a
+    producer (``pid`` >= 0) event rows, the tuples :func:`streaming.event_rows.as_row` makes of
+    the same events' dicts (a JSON integer is already an int, null a left-out field: read as
+    None, an ``array<string>`` a list, so as_row's conversions have nothing to do); for the
+    passthrough key (-1) the dicts of :func:`packed_event_records`. One ``dict.get`` per field
+    in C instead of as_row's Python loop over a dict with a ``__missing__`` hook."""
+    if pid < 0:
+        return packed_event_records(values)
+    rows = []
+    for d in json.loads(_json_array(values)):
+        get = d.get
+        row = tuple(map(get, _ROW_GET))
+        rows.append(row + ((tuple(map(get, COORDINATOR_FIELDS)),) if row[KIND] == "txn_state" else (None,)))
+    return rows
 
 
 def pack_events(df):
@@ -140,10 +215,14 @@ def pack_events(df):
     state operator gets (:func:`detect`)."""
     from pyspark.sql import functions as F
 
-    fields = [F.col(n) for n in FIELD_NAMES if n != "event_time"]
-    fields.append(F.unix_millis("event_time").alias("event_time_ms"))
+    def packed(names):
+        fields = [F.col(n) for n in names if n not in ("event_time", "event_time_ms")]
+        fields.append(F.unix_millis("event_time").alias("event_time_ms"))
+        return F.to_json(F.struct(*fields), {"ignoreNullFields": "true"})
+
     return df.select("route_pid", "event_time",
-                     F.to_json(F.struct(*fields), {"ignoreNullFields": "true"}).alias(PACKED))
+                     F.when(F.col("route_pid") >= 0, packed(ROW_JSON_FIELDS)).otherwise(packed(FIELD_NAMES))
+                     .alias(PACKED))
 
 
 def spark_state_fn(cfg: EngineConfig) -> Callable:
@@ -151,13 +230,14 @@ def spark_state_fn(cfg: EngineConfig) -> Callable:
     what :func:`detect` hands over: ``route_pid``, ``event_time`` and :data:`PACKED`)."""
 
     def fn(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-        events: list[dict[str, Any]] = []
+        pid = int(key[0])
+        events: list[Any] = []
         for p in pdfs:
             if len(p):
-                events += packed_event_records(p[PACKED])
-        rows = state_rows(cfg, int(key[0]), events, state)
+                events += packed_event_rows(pid, p[PACKED].tolist())
+        rows = state_rows(cfg, pid, events, state)
         if rows:
-            yield pd.DataFrame(rows, columns=list(OUT_NAMES))
+            yield pd.DataFrame({OUT_PACKED: pack_out_rows(rows)})
 
     return fn
 
@@ -442,7 +522,7 @@ def spark_foreach_batch(writer: BatchWriter) -> Callable:
             log.info("micro-batch %s already published; replaying it without publishing", batch_id)
             batch_df.write.format("noop").mode("overwrite").save()
             return
-        writer([r.asDict() for r in batch_df.collect()], batch_id)
+        writer(unpack_out_rows(r[0] for r in batch_df.collect()), batch_id)
 
     return foreach_batch
 

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from streaming.event_rows import ROW_FIELDS, as_row
 from streaming.events import FIELD_NAMES, make_row, spark_schema, to_frame
-from streaming.microbatch import PACKED, detect, pack_events, packed_event_records
+from streaming.microbatch import PACKED, detect, pack_events, packed_event_records, packed_event_rows
 from streaming.state_machine import EngineConfig, event_records
 
 pytestmark = pytest.mark.spark
@@ -56,22 +57,31 @@ def test_packed_events_give_the_state_machine_the_event_records_dicts(spark):
     df = spark.createDataFrame([tuple(r[n] for n in FIELD_NAMES) for r in rows], schema=spark_schema())
     packed = pack_events(df).collect()
     assert [c for c in pack_events(df).columns] == ["route_pid", "event_time", PACKED]
-    got = packed_event_records(r[PACKED] for r in packed)
     want = event_records(to_frame(rows))
-    assert [_full(g) for g in got] == [_full(w) for w in want]
+    # Progress and gap rows (route_pid -1) pass through the state operator whole: every field.
+    got = packed_event_records(r[PACKED] for r in packed[3:])
+    assert [_full(g) for g in got] == [_full(w) for w in want[3:]]
+    # A producer's own rows: the event rows the state machine reads, as the in-process engine
+    # makes them of its dicts (event_rows.as_row); only those fields are packed (issue 23).
+    prod = packed_event_rows(BIG_PID, [r[PACKED] for r in packed[:3]])
+    assert prod == [as_row(w) for w in want[:3]]
 
     # written by hand: what the state machine relies on whatever either conversion does
-    data, marker, txn, progress, gap = got
-    assert data["producer_id"] == BIG_PID and type(data["producer_id"]) is int
+    data, marker, txn = (dict(zip(ROW_FIELDS, r, strict=True)) for r in prod)
+    progress, gap = got
     assert data["event_time_ms"] == T0  # sub-millisecond digits dropped (unix_millis truncates)
-    assert data["from_log_start"] is True and data["read_from_zero"] is False
-    assert data["marker"] is None and "marker" not in data  # null: left out of the JSON, reads None
+    assert data["read_from_zero"] is False and data["first_offset"] == 10 and data["bytes"] == 300
+    assert data["marker"] is None and data["coordinator"] is None  # null: left out of the JSON, reads None
     assert marker["coordinator_epoch"] == 0 and marker["marker"] == "COMMIT"
-    assert txn["txn_partitions"] == ["t-0", "t-1"]
-    assert txn["transactional_id"] == "tx-\u00e9\"q" and txn["tombstone"] is False
+    assert txn["kind"] == "txn_state" and txn["producer_epoch"] == 3
+    assert txn["coordinator"] == (BIG_PID, "tx-\u00e9\"q", False, "Ongoing", T0 - 10, T0 - 2, ["t-0", "t-1"], 60_000, 0)
+    assert type(txn["coordinator"][0]) is int  # beyond an int: stays a long through JSON
     assert progress["lagging"] is False and progress["end_proven"] is True and progress["lso"] == 14
     assert gap["crc_failed"] is True and gap["route_pid"] == -1
     assert [r["route_pid"] for r in packed] == [BIG_PID] * 3 + [-1] * 2
+    # fields the state machine does not read stay out of a producer's JSON
+    assert "from_log_start" not in packed[0][PACKED] and "empty_batches" not in packed[0][PACKED]
+    assert "end_proven" in packed[3][PACKED]
 
 
 def test_spark_state_function_takes_a_coordinator_record_of_several_partitions(spark, tmp_path):
