@@ -743,6 +743,31 @@ class Enricher:
             cache["dt"], cache["dt_at"] = self.broker.describe_transaction(transactional_id), now_ms
         return described_from_answer(cache["dt"])
 
+    def _ask_coordinators(self, raw_alerts: list[dict[str, Any]]) -> None:
+        """DescribeTransactions for every finding :meth:`process` is about to judge, asked in one
+        go (one request per coordinator) instead of one round trip per finding; each answer goes
+        into the cache :meth:`_described` reads, for the same finding and clock it would have asked
+        at. The findings and clocks are those of :meth:`process`: the state's rows at their own
+        ``now_ms`` (a resolution is not judged), every other open or held finding at the clock."""
+        many = getattr(self.broker, "describe_transactions", None)
+        if many is None:
+            return
+        fresh = {raw["key"] for raw in raw_alerts}
+        wanted = [(raw["key"], raw.get("transactional_id"), _int(raw.get("now_ms")) or self.clock or 0)
+                  for raw in raw_alerts if raw["status"] != RESOLVED]
+        if self.clock is not None:
+            wanted += [(key, row.get("transactional_id"), self.clock)
+                       for key, row in [(k, e["row"]) for k, e in self.active.items() if e.get("row")]
+                       + list(self.pending.items()) if key not in fresh]
+        todo = [(key, tid, now) for key, tid, now in wanted
+                if tid and self.answers.get(key, {}).get("dt_at") != now]
+        if len(todo) < 2:
+            return  # one question: _described asks it as before
+        answers = many([tid for _, tid, _ in todo])
+        for key, tid, now in todo:
+            cache = self.answers.setdefault(key, {})
+            cache["dt"], cache["dt_at"] = answers.get(tid), now
+
     def _span(self, key: str, txn: OpenTxn) -> tuple[OpenTxn, dict[str, Any] | None]:
         """Probe mode: the state knows O's first batch only; its extent (data-loss preview, last
         write, highest epoch = the legacy abort's E) is read once per finding, forwards from O."""
@@ -840,6 +865,7 @@ class Enricher:
                 self.clock = t
         out: list[dict[str, Any]] = []
         fresh: set[str] = set()
+        self._ask_coordinators(raw_alerts)
         for raw in raw_alerts:
             key = raw["key"]
             fresh.add(key)
