@@ -387,8 +387,12 @@ def _sig(alert: dict[str, Any]) -> list[Any]:
             alert["coordinator_epoch_source"], list(alert.get("unverified_reasons") or [])]
 
 
-def _json_scalar(v: Any) -> str | None:
-    """``json.dumps(v)`` of a str, int, bool or None (None for any other value)."""
+def _json_text(v: Any) -> str:
+    """``json.dumps(v)`` (default arguments), the same text, without building an encoder for the
+    values the state files hold per partition (a str, int, bool or None, or a flat dict of them
+    with str keys): ``json.dumps`` makes a new encoder per call, which was most of the cost of a
+    save at 200,000 partitions (tens of thousands of changed entries per trigger). Inlined: it
+    runs for every changed entry."""
     t = type(v)
     if t is str:
         return _json_str(v)
@@ -398,22 +402,21 @@ def _json_scalar(v: Any) -> str | None:
         return "null"
     if t is bool:
         return "true" if v else "false"
-    return None
-
-
-def _json_text(v: Any) -> str:
-    """``json.dumps(v)`` (default arguments), the same text, without building an encoder for the
-    values the state files hold per partition (a str, int, bool or None, or a flat dict of them
-    with str keys): ``json.dumps`` makes a new encoder per call, which was most of the cost of a
-    save at 200,000 partitions (tens of thousands of changed entries per trigger)."""
-    s = _json_scalar(v)
-    if s is not None:
-        return s
-    if type(v) is dict:
+    if t is dict:
         parts = []
         for k, x in v.items():
-            s = _json_scalar(x)
-            if s is None or type(k) is not str:
+            tx = type(x)
+            if tx is int:
+                s = int.__repr__(x)
+            elif x is None:
+                s = "null"
+            elif tx is str:
+                s = _json_str(x)
+            elif tx is bool:
+                s = "true" if x else "false"
+            else:
+                return json.dumps(v)
+            if type(k) is not str:
                 return json.dumps(v)
             parts.append(f"{_json_str(k)}: {s}")
         return "{" + ", ".join(parts) + "}"
