@@ -514,6 +514,8 @@ class Enricher:
         # key -> (evidence text, its parsed (txn, view, evidence, thresholds, probe)): a finding's
         # state row is judged again every trigger while it is open, with the same evidence
         self._parsed: dict[str, tuple[str, Any]] = {}
+        # process(): the view facts per clock (_view_facts), valid while it judges; None outside
+        self._facts_cache: dict[int, dict[str, Any]] | None = None
         text = _read_text(path) if path else None
         if text:
             doc = json.loads(text)
@@ -724,23 +726,7 @@ class Enricher:
     def judge_row(self, row: dict[str, Any], now_ms: int) -> Judged:
         """The state's evidence for one finding plus the global facts, judged at ``now_ms``."""
         txn, view, ev, thresholds, probe = self._evidence(row)
-        read = self.read_txn_partitions(now_ms)
-        # A coordinator partition with a CRC gap is incomplete from the gap on (detection.md §0).
-        gapped = frozenset(int(k.rsplit("-", 1)[1]) for k, offs in self.crc_gaps.items()
-                           if offs and k.rsplit("-", 1)[0] == TXN_TOPIC)
-        current = bool(read)
-        read = read - gapped
-        amax = [self.coord_epochs[f"{TXN_TOPIC}-{k}"] for k in read if f"{TXN_TOPIC}-{k}" in self.coord_epochs]
-        n = self.txn_partition_count if self.txn_partition_count is not None else self.cfg.txn_state_partitions
-        files = {k for k in read if self.sources.get(f"{TXN_TOPIC}-{k}") in FILE_SOURCES}
-        # "current": a __transaction_state source was read up to now (detection.md §3.1) — known
-        # here from its progress rows, whatever the job's configuration expected.
-        view = replace(view, current=current, partition_count=n, read_partitions=read,
-                       all_coordinators_max=max(amax) if amax else None,
-                       copies_current=self._copies_current(read), gap_partitions=gapped,
-                       empty_partitions=frozenset(k for k in files if f"{TXN_TOPIC}-{k}" not in self.newest_ts),
-                       newest_ts=tuple(sorted((k, self.newest_ts[f"{TXN_TOPIC}-{k}"]) for k in files
-                                              if f"{TXN_TOPIC}-{k}" in self.newest_ts)))
+        view = replace(view, **self._view_facts(now_ms))
         note = span = None
         if self.broker is not None:
             txn, ev, note = self._broker_evidence(row["key"], txn, ev)
@@ -754,6 +740,35 @@ class Enricher:
         v = judge(txn, view, ev, now_ms=now_ms, thresholds=thresholds,
                   proof=self.proof_for(row, txn, ev))
         return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note, span)
+
+    def _view_facts(self, now_ms: int) -> dict[str, Any]:
+        """The coordinator view's fields that the cluster-wide facts give at ``now_ms`` (the same
+        for every finding judged at that clock). Within :meth:`process` they are computed once per
+        clock: the facts they come from change only in its observe_* calls, made before any
+        judging (``_broker_end`` only remembers the broker's first answer)."""
+        cache = self._facts_cache
+        if cache is not None and now_ms in cache:
+            return cache[now_ms]
+        read = self.read_txn_partitions(now_ms)
+        # A coordinator partition with a CRC gap is incomplete from the gap on (detection.md §0).
+        gapped = frozenset(int(k.rsplit("-", 1)[1]) for k, offs in self.crc_gaps.items()
+                           if offs and k.rsplit("-", 1)[0] == TXN_TOPIC)
+        current = bool(read)
+        read = read - gapped
+        amax = [self.coord_epochs[f"{TXN_TOPIC}-{k}"] for k in read if f"{TXN_TOPIC}-{k}" in self.coord_epochs]
+        n = self.txn_partition_count if self.txn_partition_count is not None else self.cfg.txn_state_partitions
+        files = {k for k in read if self.sources.get(f"{TXN_TOPIC}-{k}") in FILE_SOURCES}
+        # "current": a __transaction_state source was read up to now (detection.md §3.1) — known
+        # here from its progress rows, whatever the job's configuration expected.
+        facts = dict(current=current, partition_count=n, read_partitions=read,
+                     all_coordinators_max=max(amax) if amax else None,
+                     copies_current=self._copies_current(read), gap_partitions=gapped,
+                     empty_partitions=frozenset(k for k in files if f"{TXN_TOPIC}-{k}" not in self.newest_ts),
+                     newest_ts=tuple(sorted((k, self.newest_ts[f"{TXN_TOPIC}-{k}"]) for k in files
+                                            if f"{TXN_TOPIC}-{k}" in self.newest_ts)))
+        if cache is not None:
+            cache[now_ms] = facts
+        return facts
 
     def _evidence(self, row: dict[str, Any]) -> tuple[OpenTxn, Any, EpochEvidence, Thresholds, bool]:
         """The state's evidence of a finding row, parsed: (txn, coordinator view, epoch evidence,
@@ -896,6 +911,15 @@ class Enricher:
         self.observe_gaps(gaps or [])
         for p in progress:
             self.observe_progress(p)
+        self._facts_cache = {}  # nothing observed from here on: the view facts hold per clock
+        try:
+            return self._judge_all(raw_alerts, progress, now_ms)
+        finally:
+            self._facts_cache = None
+
+    def _judge_all(self, raw_alerts: list[dict[str, Any]], progress: list[dict[str, Any]],
+                   now_ms: int | None) -> list[dict[str, Any]]:
+        """:meth:`process` after its observations."""
         for r in list(progress) + list(raw_alerts):
             t = _int(r.get("now_ms"))
             if t is not None and (self.clock is None or t > self.clock):
