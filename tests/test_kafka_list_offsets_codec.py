@@ -237,3 +237,22 @@ def test_slow_decoding_on_the_io_thread_does_not_count_against_a_broker_deadline
     assert down == {} and sorted(offs) == [("orders", p) for p in range(4)]
     # two leaders, three requests each, answered once: no broker was taken for stalled and asked again
     assert asked == 6 and len(calls) == 6
+
+
+def test_offsets_table_rows_read_at_once_are_the_rows_one_by_one():
+    # OffsetsTable.rows(idx): the planner's thousands of answered rows per trigger, each as
+    # PartitionOffsets; a DELETED row is -1 offsets, leader -1 and no topic id (UNKNOWN_TOPIC_ID
+    # confirmed), an OK row its ListOffsets answers and the Metadata topic id. Expected by hand.
+    from streaming.sources.kafka_client.results import DELETED, OK, OffsetsTable, PartitionOffsets
+
+    table = OffsetsTable.asking([("a", [0, 1]), ("b", [3])])
+    i = table.id_index("id-a")
+    for row, (st, ls, hw, lso, leader, tid) in enumerate([(OK, 2, 10, 8, 5, i), (DELETED, -1, -1, -1, -1, -1),
+                                                            (OK, 0, 4, 4, 6, -1)]):
+        table.status[row], table.log_start[row], table.high_watermark[row] = st, ls, hw
+        table.lso[row], table.leader[row], table.id_of[row] = lso, leader, tid
+    assert table.rows([2, 0, 1]) == [
+        PartitionOffsets("b", 3, 0, 4, 4, 6, topic_id=None),
+        PartitionOffsets("a", 0, 2, 10, 8, 5, topic_id="id-a"),
+        PartitionOffsets("a", 1, -1, -1, -1, -1, deleted=True)]
+    assert table.rows([]) == []

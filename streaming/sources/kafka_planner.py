@@ -25,6 +25,7 @@ import json
 import logging
 import time
 from dataclasses import replace
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -208,11 +209,11 @@ class KafkaPlanner:
         rows = np.flatnonzero(~quiet)
         keys = found.keys
         tps = [split_key(keys[r]) for r in rows.tolist()]
-        offs = {}
-        for r, tp in zip(rows.tolist(), tps, strict=True):
-            i = int(trow[r])
-            if i >= 0 and table.status[i] in (OK, DELETED):
-                offs[tp] = table.row(i)
+        # the answered rows (OK or DELETED) of the partitions that are not quiet, read at once
+        i = trow[rows]
+        answered = i >= 0
+        answered[answered] = np.isin(table.status[i[answered]], (OK, DELETED))
+        offs = dict(zip(compress(tps, answered.tolist()), table.rows(i[answered]), strict=True))
         down = table.down
         # seen: the quiet partitions' facts as they were; the others' are set again by _carry
         end.seen = dict(start.seen)
