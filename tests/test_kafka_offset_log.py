@@ -261,31 +261,3 @@ def test_a_plan_without_any_partition_with_facts_reads_back():
     assert js["cols"]["rows"] == 0 and js["cols"]["topics"] == [] and js["parts"] == {"orders\t0": [3, False]}
     back = PlanState.from_json(js)
     assert back == state and back.parts == {"orders\t0": Position(3, False)} and len(back.cols) == 0
-
-
-def test_memo_arrays_copy_the_previous_plans_unchanged_memos_and_read_the_rest():
-    # MemoArrays(probe, cols, base): a memo that is the same object as in the previous plan's
-    # arrays takes its row from them; a new or replaced memo is read. Expected arrays by hand
-    # (MEMO_FIELDS: lso, end, pid, first, first_ts, follow; 0 where None).
-    from types import SimpleNamespace
-
-    from streaming.sources.kafka_plan_state import MemoArrays
-
-    cols = SimpleNamespace(index={"a\t0": 0, "a\t1": 1, "b\t0": 2, "b\t1": 3})
-    kept, gone = ProbeMemo(10, 12, 7, 11, 1000), ProbeMemo(3, None, None, None, None)
-    first = {"a\t0": kept, "a\t1": gone, "b\t0": ProbeMemo(5, 6, 8, 5, 900, follow=6)}
-    base = MemoArrays(first, cols)
-    second = dict(first)
-    del second["a\t1"]
-    second["b\t0"] = ProbeMemo(9, None, None, None, None)  # the LSO passed the transaction: a new memo
-    second["b\t1"] = ProbeMemo(4, 5, 9, 4, 800)
-    arrays = MemoArrays(second, cols, base)
-    assert arrays.rows.tolist() == [0, 2, 3]
-    assert arrays.values.tolist() == [[10, 12, 7, 11, 1000, 0], [9, 0, 0, 0, 0, 0], [4, 5, 9, 4, 800, 0]]
-    assert arrays.none.tolist() == [[False, False, False, False, False, True], [False, True, True, True, True, True],
-                                    [False, False, False, False, False, True]]
-    with pytest.raises(AttributeError):  # frozen: a changed memo is always a new object
-        kept.lso = 11  # type: ignore[misc]
-    # the kept memo's row is copied from the base, not read again: a base row altered on purpose shows
-    base.values[0, 1] = 99
-    assert MemoArrays(second, cols, base).values[0].tolist() == [10, 99, 7, 11, 1000, 0]

@@ -48,7 +48,7 @@ micro-batch), so nothing new can reach the offset log; after a restart the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import repeat
 from operator import attrgetter, is_
 from typing import Any, NamedTuple
 
@@ -117,7 +117,7 @@ class Reset:
         return cls(v["restart"], v["from_log_start"], v["first"], v["last"], v["reason"])
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ProbeMemo:
     """Probe mode, one data partition: the LSO last probed, the end of the window read there,
     the producer id, first offset and first timestamp of the transaction found at it (``pid``
@@ -370,42 +370,26 @@ class MemoArrays:
     Built once per plan (:meth:`PlanState.memo_arrays`): its offset log entry packs them, and
     the next plan's ``KafkaPlanner._quiet`` reads them instead of looking at every memo again."""
 
-    __slots__ = ("keys", "rows", "values", "none", "memos")
+    __slots__ = ("keys", "rows", "values", "none")
 
-    def __init__(self, probe: dict[str, ProbeMemo], cols: PlanColumns, base: MemoArrays | None = None) -> None:
+    def __init__(self, probe: dict[str, ProbeMemo], cols: PlanColumns) -> None:
         n = len(probe)
         self.keys = probe.keys()
-        self.memos = dict(probe)  # what the rows were read from (a copy: the next plan's base)
         index = cols.index
         try:
             self.rows = np.fromiter(map(index.__getitem__, probe), dtype=np.int64, count=n)
         except KeyError:  # some partition the columns do not list
             self.rows = np.fromiter((index.get(k, -1) for k in probe), dtype=np.int64, count=n)
-        self.values = np.empty((n, len(MEMO_FIELDS)), dtype=np.int64)
-        self.none = np.empty((n, len(MEMO_FIELDS)), dtype=bool)
-        # ``base``: the previous plan's arrays. A plan keeps most memos of the one before as the
-        # same objects (ProbeMemo is frozen: a changed memo is a new object), so their rows are
-        # copied from it, found by C loops; only new or changed memos are read field by field.
-        same = np.zeros(n, dtype=bool)
-        if base is not None and base.memos:
-            same = np.fromiter(map(is_, probe.values(), map(base.memos.get, probe)), dtype=bool, count=n)
-            if same.any():
-                pos = dict(zip(base.memos, range(len(base.memos)), strict=True))
-                src = np.fromiter(map(pos.__getitem__, compress(probe, same)), dtype=np.int64,
-                                  count=int(same.sum()))
-                self.values[same] = base.values[src]
-                self.none[same] = base.none[src]
-        todo = ~same
-        m = int(todo.sum())
         # field by field: the memos' tuples transposed in C (zip), each field's Nones found by a
         # C loop (operator.is_), its values read by np.fromiter; an object array of all fields
         # (numpy's nested-sequence discovery, then an object-to-int cast) cost about 40% more
-        memos = probe.values() if m == n else list(compress(probe.values(), todo))
-        for j, col in enumerate(zip(*map(_MEMO_GET, memos), strict=True)):
-            none = np.fromiter(map(is_, col, repeat(None)), dtype=bool, count=m)
-            self.none[todo, j] = none
-            self.values[todo, j] = np.fromiter((0 if v is None else v for v in col) if none.any() else col,
-                                               dtype=np.int64, count=m)
+        self.values = np.empty((n, len(MEMO_FIELDS)), dtype=np.int64)
+        self.none = np.empty((n, len(MEMO_FIELDS)), dtype=bool)
+        for j, col in enumerate(zip(*map(_MEMO_GET, probe.values()), strict=True)):
+            none = np.fromiter(map(is_, col, repeat(None)), dtype=bool, count=n)
+            self.none[:, j] = none
+            self.values[:, j] = np.fromiter((0 if v is None else v for v in col) if none.any() else col,
+                                            dtype=np.int64, count=n)
         if n and self.none[:, 0].any():
             raise ValueError("a probe memo without an LSO")
 
@@ -488,8 +472,6 @@ class PlanState:
     cols: PlanColumns | None = field(default=None, compare=False, repr=False)
     # driver memory: the probe memos as arrays (memo_arrays), once asked for
     memos: MemoArrays | None = field(default=None, compare=False, repr=False)
-    # driver memory: the previous plan's memo arrays, which memo_arrays copies unchanged rows from
-    memo_base: MemoArrays | None = field(default=None, compare=False, repr=False)
 
     @property
     def initial(self) -> bool:
@@ -499,8 +481,7 @@ class PlanState:
         """The probe memos as arrays over :attr:`cols`' rows (None without memos or columns),
         built on the first call: only for a finished plan, whose ``probe`` no longer changes."""
         if self.memos is None and self.probe is not None and self.cols is not None:
-            self.memos = MemoArrays(self.probe, self.cols, self.memo_base)
-            self.memo_base = None
+            self.memos = MemoArrays(self.probe, self.cols)
         return self.memos
 
     def to_json(self) -> dict[str, Any]:

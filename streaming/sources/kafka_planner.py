@@ -205,7 +205,6 @@ class KafkaPlanner:
         for k, off in fresh.items():
             end.behind[k] = min(off, end.behind.get(k, off))
         quiet = self._quiet(found, table, trow, start, end, now)
-        end.memo_base = start.memos  # end's memo arrays copy the rows of the memos it keeps
         rows = np.flatnonzero(~quiet)
         keys = found.keys
         tps = [split_key(keys[r]) for r in rows.tolist()]
