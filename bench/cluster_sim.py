@@ -752,14 +752,18 @@ def _uuid(n: int):
 # ------------------------------------------------------------------ the transport
 class SimTransport:
     """Stands in for ``kafka.net.transport.KafkaTCPTransport``: the bytes the connection writes
-    are whole request frames (4-byte size + request), answered by the cluster model; the answer
-    is delivered to the connection's ``data_received`` on the IO thread, as a socket read is."""
+    are whole request frames (4-byte size + request), answered by the cluster model; the answers
+    are delivered to the connection's ``data_received`` on the IO thread, as a socket read is.
+    Answers to requests written before the IO loop's next turn arrive together in one read (a
+    TCP stream coalesces them the same way; kafka-python's ``KafkaProtocol.receive_bytes`` splits
+    the frames), so the delivery costs one loop task per burst of requests, not one per answer."""
 
     def __init__(self, net: Any, cluster: SimCluster, node_id: int, host: str, port: int) -> None:
         self._net, self.cluster, self.node_id, self.host, self.port = net, cluster, node_id, host, port
         self._protocol = None
         self._closed = False
         self._buf = bytearray()
+        self._replies: list[bytes] = []  # answered, not yet delivered (one delivery task pending)
         self.last_write = self.last_read = time.monotonic()
 
     @property
@@ -806,16 +810,19 @@ class SimTransport:
             del self._buf[:4 + n]
             reply = self.cluster.handle(self.node_id, frame)
             if reply is not None:
-                self._net.call_soon(lambda reply=reply: self._deliver(reply))
+                if not self._replies:
+                    self._net.call_soon(self._deliver_all)
+                self._replies.append(reply)
 
     def writelines(self, chunks: list[bytes]) -> None:
         for c in chunks:
             self.write(c)
 
-    def _deliver(self, reply: bytes) -> None:
-        if self._protocol is not None and not self._closed:
+    def _deliver_all(self) -> None:
+        replies, self._replies = self._replies, []
+        if self._protocol is not None and not self._closed and replies:
             self.last_read = time.monotonic()
-            self._protocol.data_received(reply)
+            self._protocol.data_received(replies[0] if len(replies) == 1 else b"".join(replies))
 
     def close(self) -> None:
         self.abort(None)
