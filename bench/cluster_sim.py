@@ -545,7 +545,10 @@ class SimCluster:
         out = template.copy()
         out[corr_at:corr_at + 4] = np.frombuffer(payload[4:8], dtype=np.uint8)
         if len(data_i):
-            vals = np.choose(data_field, (self.log_start[data_i], self.hw[data_i], self.lso[data_i]))
+            # one kind of offset for the whole request (an int, see _list_offsets_plan): one gather
+            kinds = (self.log_start, self.hw, self.lso)
+            vals = (kinds[data_field][data_i] if isinstance(data_field, int)
+                    else np.choose(data_field, tuple(k[data_i] for k in kinds)))
             out[data_at] = vals.astype(">i8").view(np.uint8).reshape(-1, 8)
         if len(txn_p):
             vals = np.where(txn_earliest, 0, np.asarray(self.txn_hw, dtype=np.int64)[txn_p])
@@ -593,7 +596,10 @@ class SimCluster:
         def at8(xs: list[int]) -> np.ndarray:
             return np.asarray(xs, dtype=np.int64).reshape(-1, 1) + np.arange(8)
 
-        return (template, 4, np.asarray(data_i, dtype=np.int64), at8(data_at), np.asarray(data_field, dtype=np.int64),
+        # the kind of offset per row (0 log start, 1 high watermark, 2 LSO), one int when all rows
+        # ask the same kind (a client asks one kind per request)
+        field = data_field[0] if data_field and len(set(data_field)) == 1 else np.asarray(data_field, dtype=np.int64)
+        return (template, 4, np.asarray(data_i, dtype=np.int64), at8(data_at), field,
                 np.asarray(txn_p, dtype=np.int64), at8(txn_at), np.asarray(txn_earliest, dtype=bool))
 
     def _slice(self, log: PartLog | None, offset: int, hw: int, limit: int, whole_first: bool) -> bytes:
