@@ -316,6 +316,9 @@ def _pinned_at(first_offset: int, log_start: int | None) -> int:
     return max(int(first_offset), int(log_start)) if log_start is not None else int(first_offset)
 
 
+_ABSENT = object()  # a key a dict does not hold
+
+
 def _int(v: Any) -> int | None:
     if v is None:
         return None
@@ -591,18 +594,18 @@ class Enricher:
         key = f"{row['topic']}-{int(row['partition'])}"
         entries = self._entries
         cur = self.partitions.get(key)
-        if cur is None:
+        changed = cur is None
+        if changed:
             cur = self.partitions[key] = {}
-            was = None
-        else:
-            was = dict(cur)
         for f in ("high_watermark", "lso", "log_start_offset"):
             v = _int(row.get(f))
             if v is not None:
-                cur[f] = v
-            elif f == "lso":
-                cur.pop(f, None)  # unknown now: never publish a stale LSO
-        if cur != was:  # what save() encodes again: only entries whose facts changed
+                if cur.get(f, _ABSENT) != v:
+                    cur[f] = v
+                    changed = True
+            elif f == "lso" and cur.pop(f, _ABSENT) is not _ABSENT:  # unknown now: never publish a stale LSO
+                changed = True
+        if changed:  # what save() encodes again: only entries whose facts changed
             entries["partitions"].changed.add(key)
         # the proof facts (detection.md §0): the latest read decides whether tp's end was reached
         proven, source = row.get("end_proven") is True, row.get("source") or ""
