@@ -545,7 +545,10 @@ class SimCluster:
         out = template.copy()
         out[corr_at:corr_at + 4] = np.frombuffer(payload[4:8], dtype=np.uint8)
         if len(data_i):
-            vals = np.choose(data_field, (self.log_start[data_i], self.hw[data_i], self.lso[data_i]))
+            # one kind of offset for the whole request (an int, see _list_offsets_plan): one gather
+            kinds = (self.log_start, self.hw, self.lso)
+            vals = (kinds[data_field][data_i] if isinstance(data_field, int)
+                    else np.choose(data_field, tuple(k[data_i] for k in kinds)))
             out[data_at] = vals.astype(">i8").view(np.uint8).reshape(-1, 8)
         if len(txn_p):
             vals = np.where(txn_earliest, 0, np.asarray(self.txn_hw, dtype=np.int64)[txn_p])
@@ -593,7 +596,10 @@ class SimCluster:
         def at8(xs: list[int]) -> np.ndarray:
             return np.asarray(xs, dtype=np.int64).reshape(-1, 1) + np.arange(8)
 
-        return (template, 4, np.asarray(data_i, dtype=np.int64), at8(data_at), np.asarray(data_field, dtype=np.int64),
+        # the kind of offset per row (0 log start, 1 high watermark, 2 LSO), one int when all rows
+        # ask the same kind (a client asks one kind per request)
+        field = data_field[0] if data_field and len(set(data_field)) == 1 else np.asarray(data_field, dtype=np.int64)
+        return (template, 4, np.asarray(data_i, dtype=np.int64), at8(data_at), field,
                 np.asarray(txn_p, dtype=np.int64), at8(txn_at), np.asarray(txn_earliest, dtype=bool))
 
     def _slice(self, log: PartLog | None, offset: int, hw: int, limit: int, whole_first: bool) -> bytes:
@@ -752,14 +758,18 @@ def _uuid(n: int):
 # ------------------------------------------------------------------ the transport
 class SimTransport:
     """Stands in for ``kafka.net.transport.KafkaTCPTransport``: the bytes the connection writes
-    are whole request frames (4-byte size + request), answered by the cluster model; the answer
-    is delivered to the connection's ``data_received`` on the IO thread, as a socket read is."""
+    are whole request frames (4-byte size + request), answered by the cluster model; the answers
+    are delivered to the connection's ``data_received`` on the IO thread, as a socket read is.
+    Answers to requests written before the IO loop's next turn arrive together in one read (a
+    TCP stream coalesces them the same way; kafka-python's ``KafkaProtocol.receive_bytes`` splits
+    the frames), so the delivery costs one loop task per burst of requests, not one per answer."""
 
     def __init__(self, net: Any, cluster: SimCluster, node_id: int, host: str, port: int) -> None:
         self._net, self.cluster, self.node_id, self.host, self.port = net, cluster, node_id, host, port
         self._protocol = None
         self._closed = False
         self._buf = bytearray()
+        self._replies: list[bytes] = []  # answered, not yet delivered (one delivery task pending)
         self.last_write = self.last_read = time.monotonic()
 
     @property
@@ -806,16 +816,19 @@ class SimTransport:
             del self._buf[:4 + n]
             reply = self.cluster.handle(self.node_id, frame)
             if reply is not None:
-                self._net.call_soon(lambda reply=reply: self._deliver(reply))
+                if not self._replies:
+                    self._net.call_soon(self._deliver_all)
+                self._replies.append(reply)
 
     def writelines(self, chunks: list[bytes]) -> None:
         for c in chunks:
             self.write(c)
 
-    def _deliver(self, reply: bytes) -> None:
-        if self._protocol is not None and not self._closed:
+    def _deliver_all(self) -> None:
+        replies, self._replies = self._replies, []
+        if self._protocol is not None and not self._closed and replies:
             self.last_read = time.monotonic()
-            self._protocol.data_received(reply)
+            self._protocol.data_received(replies[0] if len(replies) == 1 else b"".join(replies))
 
     def close(self) -> None:
         self.abort(None)

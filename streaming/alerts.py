@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
+from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any
 
 from streaming.broker_evidence import BrokerEvidence, LookbackResult
@@ -315,6 +316,9 @@ def _pinned_at(first_offset: int, log_start: int | None) -> int:
     return max(int(first_offset), int(log_start)) if log_start is not None else int(first_offset)
 
 
+_ABSENT = object()  # a key a dict does not hold
+
+
 def _int(v: Any) -> int | None:
     if v is None:
         return None
@@ -386,6 +390,42 @@ def _sig(alert: dict[str, Any]) -> list[Any]:
             alert["coordinator_epoch_source"], list(alert.get("unverified_reasons") or [])]
 
 
+def _json_text(v: Any) -> str:
+    """``json.dumps(v)`` (default arguments), the same text, without building an encoder for the
+    values the state files hold per partition (a str, int, bool or None, or a flat dict of them
+    with str keys): ``json.dumps`` makes a new encoder per call, which was most of the cost of a
+    save at 200,000 partitions (tens of thousands of changed entries per trigger). Inlined: it
+    runs for every changed entry."""
+    t = type(v)
+    if t is str:
+        return _json_str(v)
+    if t is int:
+        return int.__repr__(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    if t is dict:
+        parts = []
+        for k, x in v.items():
+            tx = type(x)
+            if tx is int:
+                s = int.__repr__(x)
+            elif x is None:
+                s = "null"
+            elif tx is str:
+                s = _json_str(x)
+            elif tx is bool:
+                s = "true" if x else "false"
+            else:
+                return json.dumps(v)
+            if type(k) is not str:
+                return json.dumps(v)
+            parts.append(f"{_json_str(k)}: {s}")
+        return "{" + ", ".join(parts) + "}"
+    return json.dumps(v)
+
+
 class _EntriesText:
     """The JSON text of one dict whose entries change a few at a time (the enricher's
     per-partition maps: one entry per partition of the cluster, a few thousand changed per
@@ -407,12 +447,12 @@ class _EntriesText:
         if d is self.src:
             for k in self.changed:
                 if k in d:
-                    self.parts[k] = f"{json.dumps(k)}: {json.dumps(d[k])}"
+                    self.parts[k] = f"{_json_text(k)}: {_json_text(d[k])}"
                 else:
                     self.parts.pop(k, None)
         if d is not self.src or len(d) != len(self.parts):
             self.src = d
-            self.parts = {k: f"{json.dumps(k)}: {json.dumps(v)}" for k, v in d.items()}
+            self.parts = {k: f"{_json_text(k)}: {_json_text(v)}" for k, v in d.items()}
         self.changed.clear()
         self.joined = "{" + ", ".join(self.parts.values()) + "}"
         return self.joined
@@ -477,6 +517,8 @@ class Enricher:
         # key -> (evidence text, its parsed (txn, view, evidence, thresholds, probe)): a finding's
         # state row is judged again every trigger while it is open, with the same evidence
         self._parsed: dict[str, tuple[str, Any]] = {}
+        # process(): the view facts per clock (_view_facts), valid while it judges; None outside
+        self._facts_cache: dict[int, dict[str, Any]] | None = None
         text = _read_text(path) if path else None
         if text:
             doc = json.loads(text)
@@ -552,18 +594,18 @@ class Enricher:
         key = f"{row['topic']}-{int(row['partition'])}"
         entries = self._entries
         cur = self.partitions.get(key)
-        if cur is None:
+        changed = cur is None
+        if changed:
             cur = self.partitions[key] = {}
-            was = None
-        else:
-            was = dict(cur)
         for f in ("high_watermark", "lso", "log_start_offset"):
             v = _int(row.get(f))
             if v is not None:
-                cur[f] = v
-            elif f == "lso":
-                cur.pop(f, None)  # unknown now: never publish a stale LSO
-        if cur != was:  # what save() encodes again: only entries whose facts changed
+                if cur.get(f, _ABSENT) != v:
+                    cur[f] = v
+                    changed = True
+            elif f == "lso" and cur.pop(f, _ABSENT) is not _ABSENT:  # unknown now: never publish a stale LSO
+                changed = True
+        if changed:  # what save() encodes again: only entries whose facts changed
             entries["partitions"].changed.add(key)
         # the proof facts (detection.md §0): the latest read decides whether tp's end was reached
         proven, source = row.get("end_proven") is True, row.get("source") or ""
@@ -687,23 +729,7 @@ class Enricher:
     def judge_row(self, row: dict[str, Any], now_ms: int) -> Judged:
         """The state's evidence for one finding plus the global facts, judged at ``now_ms``."""
         txn, view, ev, thresholds, probe = self._evidence(row)
-        read = self.read_txn_partitions(now_ms)
-        # A coordinator partition with a CRC gap is incomplete from the gap on (detection.md §0).
-        gapped = frozenset(int(k.rsplit("-", 1)[1]) for k, offs in self.crc_gaps.items()
-                           if offs and k.rsplit("-", 1)[0] == TXN_TOPIC)
-        current = bool(read)
-        read = read - gapped
-        amax = [self.coord_epochs[f"{TXN_TOPIC}-{k}"] for k in read if f"{TXN_TOPIC}-{k}" in self.coord_epochs]
-        n = self.txn_partition_count if self.txn_partition_count is not None else self.cfg.txn_state_partitions
-        files = {k for k in read if self.sources.get(f"{TXN_TOPIC}-{k}") in FILE_SOURCES}
-        # "current": a __transaction_state source was read up to now (detection.md §3.1) — known
-        # here from its progress rows, whatever the job's configuration expected.
-        view = replace(view, current=current, partition_count=n, read_partitions=read,
-                       all_coordinators_max=max(amax) if amax else None,
-                       copies_current=self._copies_current(read), gap_partitions=gapped,
-                       empty_partitions=frozenset(k for k in files if f"{TXN_TOPIC}-{k}" not in self.newest_ts),
-                       newest_ts=tuple(sorted((k, self.newest_ts[f"{TXN_TOPIC}-{k}"]) for k in files
-                                              if f"{TXN_TOPIC}-{k}" in self.newest_ts)))
+        view = replace(view, **self._view_facts(now_ms))
         note = span = None
         if self.broker is not None:
             txn, ev, note = self._broker_evidence(row["key"], txn, ev)
@@ -717,6 +743,35 @@ class Enricher:
         v = judge(txn, view, ev, now_ms=now_ms, thresholds=thresholds,
                   proof=self.proof_for(row, txn, ev))
         return Judged(v, txn, ev, view.record if view.mapping_current else None, view.txn_partition, note, span)
+
+    def _view_facts(self, now_ms: int) -> dict[str, Any]:
+        """The coordinator view's fields that the cluster-wide facts give at ``now_ms`` (the same
+        for every finding judged at that clock). Within :meth:`process` they are computed once per
+        clock: the facts they come from change only in its observe_* calls, made before any
+        judging (``_broker_end`` only remembers the broker's first answer)."""
+        cache = self._facts_cache
+        if cache is not None and now_ms in cache:
+            return cache[now_ms]
+        read = self.read_txn_partitions(now_ms)
+        # A coordinator partition with a CRC gap is incomplete from the gap on (detection.md §0).
+        gapped = frozenset(int(k.rsplit("-", 1)[1]) for k, offs in self.crc_gaps.items()
+                           if offs and k.rsplit("-", 1)[0] == TXN_TOPIC)
+        current = bool(read)
+        read = read - gapped
+        amax = [self.coord_epochs[f"{TXN_TOPIC}-{k}"] for k in read if f"{TXN_TOPIC}-{k}" in self.coord_epochs]
+        n = self.txn_partition_count if self.txn_partition_count is not None else self.cfg.txn_state_partitions
+        files = {k for k in read if self.sources.get(f"{TXN_TOPIC}-{k}") in FILE_SOURCES}
+        # "current": a __transaction_state source was read up to now (detection.md §3.1) — known
+        # here from its progress rows, whatever the job's configuration expected.
+        facts = dict(current=current, partition_count=n, read_partitions=read,
+                     all_coordinators_max=max(amax) if amax else None,
+                     copies_current=self._copies_current(read), gap_partitions=gapped,
+                     empty_partitions=frozenset(k for k in files if f"{TXN_TOPIC}-{k}" not in self.newest_ts),
+                     newest_ts=tuple(sorted((k, self.newest_ts[f"{TXN_TOPIC}-{k}"]) for k in files
+                                            if f"{TXN_TOPIC}-{k}" in self.newest_ts)))
+        if cache is not None:
+            cache[now_ms] = facts
+        return facts
 
     def _evidence(self, row: dict[str, Any]) -> tuple[OpenTxn, Any, EpochEvidence, Thresholds, bool]:
         """The state's evidence of a finding row, parsed: (txn, coordinator view, epoch evidence,
@@ -742,6 +797,31 @@ class Enricher:
         if cache.get("dt_at") != now_ms:
             cache["dt"], cache["dt_at"] = self.broker.describe_transaction(transactional_id), now_ms
         return described_from_answer(cache["dt"])
+
+    def _ask_coordinators(self, raw_alerts: list[dict[str, Any]]) -> None:
+        """DescribeTransactions for every finding :meth:`process` is about to judge, asked in one
+        go (one request per coordinator) instead of one round trip per finding; each answer goes
+        into the cache :meth:`_described` reads, for the same finding and clock it would have asked
+        at. The findings and clocks are those of :meth:`process`: the state's rows at their own
+        ``now_ms`` (a resolution is not judged), every other open or held finding at the clock."""
+        many = getattr(self.broker, "describe_transactions", None)
+        if many is None:
+            return
+        fresh = {raw["key"] for raw in raw_alerts}
+        wanted = [(raw["key"], raw.get("transactional_id"), _int(raw.get("now_ms")) or self.clock or 0)
+                  for raw in raw_alerts if raw["status"] != RESOLVED]
+        if self.clock is not None:
+            wanted += [(key, row.get("transactional_id"), self.clock)
+                       for key, row in [(k, e["row"]) for k, e in self.active.items() if e.get("row")]
+                       + list(self.pending.items()) if key not in fresh]
+        todo = [(key, tid, now) for key, tid, now in wanted
+                if tid and self.answers.get(key, {}).get("dt_at") != now]
+        if len(todo) < 2:
+            return  # one question: _described asks it as before
+        answers = many([tid for _, tid, _ in todo])
+        for key, tid, now in todo:
+            cache = self.answers.setdefault(key, {})
+            cache["dt"], cache["dt_at"] = answers.get(tid), now
 
     def _span(self, key: str, txn: OpenTxn) -> tuple[OpenTxn, dict[str, Any] | None]:
         """Probe mode: the state knows O's first batch only; its extent (data-loss preview, last
@@ -834,12 +914,22 @@ class Enricher:
         self.observe_gaps(gaps or [])
         for p in progress:
             self.observe_progress(p)
+        self._facts_cache = {}  # nothing observed from here on: the view facts hold per clock
+        try:
+            return self._judge_all(raw_alerts, progress, now_ms)
+        finally:
+            self._facts_cache = None
+
+    def _judge_all(self, raw_alerts: list[dict[str, Any]], progress: list[dict[str, Any]],
+                   now_ms: int | None) -> list[dict[str, Any]]:
+        """:meth:`process` after its observations."""
         for r in list(progress) + list(raw_alerts):
             t = _int(r.get("now_ms"))
             if t is not None and (self.clock is None or t > self.clock):
                 self.clock = t
         out: list[dict[str, Any]] = []
         fresh: set[str] = set()
+        self._ask_coordinators(raw_alerts)
         for raw in raw_alerts:
             key = raw["key"]
             fresh.add(key)

@@ -8,7 +8,8 @@ one Kafka admin API (under :mod:`streaming.kafka_admin`, on kafka-python 3.0's
 * ``describe_producers`` - :mod:`~streaming.kafka_admin.describe_producers` (key 61, Kafka 2.8+),
   detection.md §4 rule 1; a refusal raises
   :class:`~streaming.sources.kafka_wire.KafkaAuthorizationError` (the job needs Read anyway);
-* ``describe_transaction`` - :mod:`~streaming.kafka_admin.describe_transactions` (key 65, 3.0+);
+* ``describe_transaction`` / ``describe_transactions`` (many ids, one request per coordinator) -
+  :mod:`~streaming.kafka_admin.describe_transactions` (key 65, 3.0+);
 * ``transactional_ids_of`` / ``long_transactions`` / ``transactions_named`` -
   :mod:`~streaming.kafka_admin.list_transactions` (key 66, v0-v2: KIP-994 duration, KIP-1152 pattern);
 * ``blocked_groups`` / ``group_positions`` / ``unstable_offsets`` - :mod:`~streaming.kafka_admin.groups`
@@ -129,6 +130,12 @@ class KafkaBrokerConfirm:
     def describe_transaction(self, transactional_id: str) -> dict[str, Any] | None:
         with self._lock:
             return describe_transactions_api.describe_transaction(self._session, transactional_id)
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+        """:meth:`describe_transaction` for many ids at once: one request per coordinator
+        (:func:`~streaming.kafka_admin.describe_transactions.describe_transactions`)."""
+        with self._lock:
+            return describe_transactions_api.describe_transactions(self._session, transactional_ids)
 
     def transactional_ids_of(self, producer_id: int) -> set[str] | None:
         """Transactional ids whose coordinator currently maps ``producer_id`` (ListTransactions)."""

@@ -261,6 +261,7 @@ CLUSTER_AUTHORIZATION_FAILED = 31
 ILLEGAL_SASL_STATE = 34
 GROUP_AUTHORIZATION_FAILED = 30
 NOT_COORDINATOR = 16
+COORDINATOR_LOAD_IN_PROGRESS = 14
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 TRANSACTIONAL_ID_NOT_FOUND = 105
 GROUP_ID_NOT_FOUND = 69
@@ -1214,6 +1215,7 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
         self._next_producer_id = first_producer_id
         self._txns: dict[str, _TxnState] = {}
         self._load_txn_log = True  # the coordinator holds what __transaction_state says (forget_transactions)
+        self._loading_txn_ids: set[str] = set()  # ids whose __transaction_state partition is loading
         self._groups: dict[str, dict[str, Any]] = {}  # group id -> protocol_type, state, offsets
         self._delete_counter = 0
         self._hw_lag: dict[tuple[str, int], list[int]] = {}  # (t, p) -> [high watermark, answers left (-1: all)]
@@ -2339,6 +2341,17 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
             self._txns[transactional_id] = _TxnState(producer_id, producer_epoch, set(partitions or ()), state,
                                                      timeout_ms, start_ms)
 
+    def coordinator_loading(self, *transactional_ids: str) -> None:
+        """The coordinator is still loading the ``__transaction_state`` partition of each of these
+        ids (it just became its leader): ``TransactionStateManager.getAndMaybeAddTransactionState``
+        answers COORDINATOR_LOAD_IN_PROGRESS while ``loadingPartitions`` holds ``partitionFor(id)``.
+        With no ids: loading finished for all."""
+        with self._lock:
+            if transactional_ids:
+                self._loading_txn_ids.update(transactional_ids)
+            else:
+                self._loading_txn_ids.clear()
+
     def producer_states(self, topic: str, partition: int) -> dict[int, dict[str, int]]:
         """What DescribeProducers reports for a partition now (see :func:`producer_states`)."""
         with self._lock:
@@ -2438,6 +2451,8 @@ class FakeKafkaBroker(txn_markers.TxnMarkersMixin):
                 code = NOT_COORDINATOR
             elif not tid:
                 code = INVALID_REQUEST
+            elif tid in self._loading_txn_ids:  # getTransactionState -> Left(COORDINATOR_LOAD_IN_PROGRESS)
+                code = COORDINATOR_LOAD_IN_PROGRESS
             elif txn is None:
                 code = TRANSACTIONAL_ID_NOT_FOUND
             else:

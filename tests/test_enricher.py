@@ -245,6 +245,51 @@ def test_describe_transactions_decides_a_prepare_record_on_the_live_path():
     assert [(a["status"], a["cause"]) for a in out] == [("late", "markers-pending")]
 
 
+class BatchDescribingBroker(FakeBroker):
+    """DescribeTransactions of many ids at once (streaming.broker_confirm.describe_transactions)."""
+
+    def __init__(self, answers):
+        super().__init__(dp=None)
+        self.answers = answers
+
+    def describe_transaction(self, transactional_id):
+        self.calls.append(("describe_transaction", transactional_id))
+        return self.answers.get(transactional_id)
+
+    def describe_transactions(self, transactional_ids):
+        self.calls.append(("describe_transactions", tuple(transactional_ids)))
+        return {t: self.answers.get(t) for t in transactional_ids}
+
+
+def test_describe_transactions_of_every_finding_judged_is_one_question():
+    # two producers' findings, each late by the log alone (markers-pending, as in the test above),
+    # with transactional ids "app" and "app2": one question for both per clock, and the same
+    # verdicts the one-id answers give (the coordinator's word decides, detection.md §3.1)
+    rows = state_rows([data(8, epoch=2), marker(9, epoch=2), data(10, epoch=2),
+                       coord("PrepareCommit", ["t-0"], txn_partition=2, epoch=2)], NOW)
+    rows += state_rows([data(18, epoch=4, pid=8), marker(19, epoch=4, pid=8), data(20, epoch=4, pid=8),
+                        dict(coord("PrepareCommit", ["t-0"], txn_partition=1, pid=8, epoch=4),
+                             transactional_id="app2")], NOW, pid=8)
+    assert [(r["producer_id"], r["status"], r["transactional_id"]) for r in rows] == [(7, "late", "app"),
+                                                                                       (8, "late", "app2")]
+    done = {"transactional_id": "app", "state": "CompleteCommit", "producer_id": 7, "producer_epoch": 2,
+            "timeout_ms": 60_000, "start_ms": -1, "partitions": []}
+    pending = {"transactional_id": "app2", "state": "PrepareCommit", "producer_id": 8, "producer_epoch": 4,
+               "timeout_ms": 60_000, "start_ms": -1, "partitions": ["t-0"]}
+    broker = BatchDescribingBroker({"app": done, "app2": pending})
+    e = Enricher(AlertConfig(), broker=broker)
+    out = e.process(rows, txn_progress(NOW, [0, 1, 2]))
+    # app's coordinator finished without t-0: hanging (write-after-marker); app2's still lists t-0: late
+    assert [(a["producer_id"], a["status"], a["cause"], a["verified"]) for a in out] == [
+        (7, "hanging", "write-after-marker", True), (8, "late", "markers-pending", True)]
+    asked = [c for c in broker.calls if c[0].startswith("describe_transaction")]
+    assert asked == [("describe_transactions", ("app", "app2"))]
+    # the next trigger judges both open findings again at the new clock: one question again
+    assert e.process([], txn_progress(NOW + 1000, [0, 1, 2])) == []
+    asked = [c for c in broker.calls if c[0].startswith("describe_transaction")]
+    assert asked == [("describe_transactions", ("app", "app2"))] * 2
+
+
 class Tv2Broker(FakeBroker):
     """A 4.0+ cluster whose finalized transaction.version is 2 (ApiVersions v3+ finalized features)."""
 

@@ -57,6 +57,24 @@ def test_saves_after_a_few_changed_partitions_restore_every_partition(tmp_path):
     assert third.partitions["t-1"]["lso"] == 15 and third.end_proven == {"t-0": False}
 
 @pytest.mark.spark
+def test_state_file_entries_are_json_dumps_text():
+    # save() writes each entry as json.dumps (default arguments: ", " and ": " separators, ASCII
+    # escapes) would; _json_text gives that text without an encoder per entry. Expected by hand.
+    cases = [
+        ("t-0", '"t-0"'),
+        ("caf\u00e9\t\"q\"", '"caf\\u00e9\\t\\"q\\""'),
+        (12, "12"), (-3, "-3"), (True, "true"), (False, "false"), (None, "null"),
+        ({"high_watermark": 10, "lso": None, "log_start_offset": 0},
+         '{"high_watermark": 10, "lso": null, "log_start_offset": 0}'),
+        ({}, "{}"),
+        # anything else is json.dumps' own text
+        (1.5, "1.5"), ([1, "a"], '[1, "a"]'), ({"a": [1]}, '{"a": [1]}'), ({1: True}, '{"1": true}'),
+        ({"a": {"b": 1}}, '{"a": {"b": 1}}'),
+    ]
+    for value, text in cases:
+        assert alerts._json_text(value) == text, value
+
+
 def test_hadoop_filesystem_round_trip(spark, tmp_path, monkeypatch):
     # Treat a file: URL as a remote checkpoint so the write/read go through Hadoop's FileSystem
     # in the Spark JVM, exactly as hdfs:// or s3a:// checkpoints do.

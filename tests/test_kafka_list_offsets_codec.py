@@ -237,3 +237,53 @@ def test_slow_decoding_on_the_io_thread_does_not_count_against_a_broker_deadline
     assert down == {} and sorted(offs) == [("orders", p) for p in range(4)]
     # two leaders, three requests each, answered once: no broker was taken for stalled and asked again
     assert asked == 6 and len(calls) == 6
+
+
+def test_offsets_table_rows_read_at_once_are_the_rows_one_by_one():
+    # OffsetsTable.rows(idx): the planner's thousands of answered rows per trigger, each as
+    # PartitionOffsets; a DELETED row is -1 offsets, leader -1 and no topic id (UNKNOWN_TOPIC_ID
+    # confirmed), an OK row its ListOffsets answers and the Metadata topic id. Expected by hand.
+    from streaming.sources.kafka_client.results import DELETED, OK, OffsetsTable, PartitionOffsets
+
+    table = OffsetsTable.asking([("a", [0, 1]), ("b", [3])])
+    i = table.id_index("id-a")
+    for row, (st, ls, hw, lso, leader, tid) in enumerate([(OK, 2, 10, 8, 5, i), (DELETED, -1, -1, -1, -1, -1),
+                                                            (OK, 0, 4, 4, 6, -1)]):
+        table.status[row], table.log_start[row], table.high_watermark[row] = st, ls, hw
+        table.lso[row], table.leader[row], table.id_of[row] = lso, leader, tid
+    assert table.rows([2, 0, 1]) == [
+        PartitionOffsets("b", 3, 0, 4, 4, 6, topic_id=None),
+        PartitionOffsets("a", 0, 2, 10, 8, 5, topic_id="id-a"),
+        PartitionOffsets("a", 1, -1, -1, -1, -1, deleted=True)]
+    assert table.rows([]) == []
+
+
+def test_offsets_returned_are_remembered_per_partition_and_a_step_back_names_its_topic():
+    # list_offsets._check_backwards remembers, per topic and partition, the log start and high
+    # watermark this client returned (NO_OFFSET for a deleted partition, arrays grown to the
+    # highest partition), and _went_back names the topics (table order) whose answered partition
+    # is now below what was returned: truncation, a lagging leader, or the topic created again.
+    import asyncio
+    from types import SimpleNamespace
+
+    from streaming.sources.kafka_client.list_offsets import _check_backwards, _went_back
+    from streaming.sources.kafka_client.metadata_cache import NO_OFFSET
+    from streaming.sources.kafka_client.results import DELETED, DOWN, OK, OffsetsTable
+
+    def table(rows):
+        t = OffsetsTable.asking([("a", [0, 2]), ("empty", []), ("b", [1]), ("c", [0])])
+        for r, (st, ls, hw) in enumerate(rows):
+            t.status[r], t.log_start[r], t.high_watermark[r] = st, ls, hw
+        return t
+
+    last: dict = {}
+    core = SimpleNamespace(_cache=SimpleNamespace(last_offsets=last), _config={"metadata_max_age_ms": 0})
+    asyncio.run(_check_backwards(core, table([(OK, 3, 10), (OK, 0, 5), (DELETED, -1, -1), (DOWN, -1, -1)]), None))
+    assert {k: (ls.tolist(), hw.tolist()) for k, (ls, hw) in last.items()} == {
+        "a": ([3, NO_OFFSET, 0], [10, NO_OFFSET, 5]), "b": ([NO_OFFSET, NO_OFFSET], [NO_OFFSET, NO_OFFSET])}
+    prevs = [last.get(n) for n in ("a", "empty", "b", "c")]
+    # a-2's high watermark went from 5 to 4; b-1 was deleted (nothing returned); c was never answered
+    assert _went_back(table([(OK, 3, 10), (OK, 0, 4), (OK, 0, 0), (OK, 0, 1)]), prevs) == ["a"]
+    assert _went_back(table([(OK, 2, 12), (OK, 0, 5), (OK, 0, 0), (OK, 0, 1)]), prevs) == ["a"]  # log start 3 -> 2
+    assert _went_back(table([(OK, 3, 11), (OK, 1, 5), (OK, 0, 0), (OK, 0, 1)]), prevs) == []
+    assert _went_back(table([(DOWN, -1, -1), (OK, 0, 5), (OK, 0, 0), (OK, 0, 1)]), prevs) == []  # unanswered: no proof

@@ -25,6 +25,7 @@ import json
 import logging
 import time
 from dataclasses import replace
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ from streaming.sources.kafka_plan_state import (
 from streaming.sources.kafka_reader import whole_batch
 from streaming.sources.kafka_unread import unread_since
 from streaming.sources.kafka_wire import KafkaAuthorizationError, KafkaUnavailable, KafkaWire, KafkaWireError
-from udfs.record_batch import scan_batches
+from udfs.record_batch import scan_batches_many
 
 log = logging.getLogger(__name__)
 # The error of every partition while no broker answers Metadata (gap reason "unavailable: ...").
@@ -207,11 +208,11 @@ class KafkaPlanner:
         rows = np.flatnonzero(~quiet)
         keys = found.keys
         tps = [split_key(keys[r]) for r in rows.tolist()]
-        offs = {}
-        for r, tp in zip(rows.tolist(), tps, strict=True):
-            i = int(trow[r])
-            if i >= 0 and table.status[i] in (OK, DELETED):
-                offs[tp] = table.row(i)
+        # the answered rows (OK or DELETED) of the partitions that are not quiet, read at once
+        i = trow[rows]
+        answered = i >= 0
+        answered[answered] = np.isin(table.status[i[answered]], (OK, DELETED))
+        offs = dict(zip(compress(tps, answered.tolist()), table.rows(i[answered]), strict=True))
         down = table.down
         # seen: the quiet partitions' facts as they were; the others' are set again by _carry
         end.seen = dict(start.seen)
@@ -663,13 +664,13 @@ class KafkaPlanner:
         size = self.opts["probe_bytes"]
         # probe_bytes bounds each partition; one request per leader carries all of its partitions
         answers = w.fetch_many(items, size, partition_max_bytes=size)
-        out: list[tuple[Any, ...] | None] = []
-        for t, p, lso in items:
+        out: list[tuple[Any, ...] | None] = [None] * len(items)
+        got: list[tuple[int, str, int, int, Any, bytes]] = []  # (item, topic, partition, LSO, answer, its bytes)
+        for n, (t, p, lso) in enumerate(items):
             res = answers.get((t, p))
             if res is None and w.stalled(t, p):
                 self._probe_stalled[tp_key(t, p)] = (f"leader of {t}-{p} did not answer a probe within "
                                                       f"{self.opts['broker_timeout_ms']} ms (broker_timeout_ms)")
-                out.append(None)
                 continue
             data = res.records if res is not None else None
             budget = size
@@ -689,23 +690,37 @@ class KafkaPlanner:
                 data = res.records
                 budget *= 2
             if res is None or not res.ok or not data:
-                out.append(None)
                 continue
-            scan = scan_batches(data, validate_crc=False, source=f"{t}-{p}", allow_partial_tail=True)
-            cols = scan.columns
-            opening = np.flatnonzero((cols["last_offset"] >= lso) & cols["is_transactional"] & ~cols["is_control"])
-            if len(opening):
-                i = int(opening[0])
+            got.append((n, t, p, lso, res, data))
+        if not got:
+            return out
+        # every answer's batch headers decoded together, and the first transactional data batch
+        # ending at or after its LSO found for all of them at once: numpy's fixed cost per call,
+        # paid per probed partition, was most of this at thousands of probes per trigger
+        scans = scan_batches_many([g[5] for g in got], validate_crc=False, sources=[f"{g[1]}-{g[2]}" for g in got],
+                                  allow_partial_tail=True)
+        lens = [len(sc) for sc in scans]
+        ends = np.cumsum(lens)
+        cols = {k: np.concatenate([sc.columns[k] for sc in scans])
+                for k in ("last_offset", "is_transactional", "is_control", "producer_id", "base_offset",
+                          "first_timestamp")}
+        lso_of = np.repeat(np.array([g[3] for g in got], dtype=np.int64), lens)
+        hits = np.flatnonzero((cols["last_offset"] >= lso_of) & cols["is_transactional"] & ~cols["is_control"])
+        first = np.searchsorted(hits, ends - np.asarray(lens, dtype=np.int64))  # first hit at or after each start
+        for j, (n, t, p, lso, res, data) in enumerate(got):
+            k = int(first[j])
+            if k < len(hits) and hits[k] < ends[j]:
+                i = int(hits[k])
                 # first write: baseTimestamp, or maxTimestamp for LogAppendTime (detection.md §1)
-                out.append((int(cols["last_offset"][i]) + 1, int(cols["producer_id"][i]), int(cols["base_offset"][i]),
-                            int(cols["first_timestamp"][i]), None))
-            elif scan.errors:
-                out.append((lso + 1, None, None, None, None))  # the read of the LSO's batch reports the error
+                out[n] = (int(cols["last_offset"][i]) + 1, int(cols["producer_id"][i]), int(cols["base_offset"][i]),
+                          int(cols["first_timestamp"][i]), None)
+            elif scans[j].errors:
+                out[n] = (lso + 1, None, None, None, None)  # the read of the LSO's batch reports the error
             else:
-                out.append((lso + 1, None, None, None,
-                            f"probe: {t}-{p} has LSO {lso} below its high watermark {res.high_watermark} but no "
-                            f"transactional batch follows it in {len(data)} bytes; the transaction holding the LSO "
-                            f"is not identified (read_mode = full reads it)"))
+                out[n] = (lso + 1, None, None, None,
+                          f"probe: {t}-{p} has LSO {lso} below its high watermark {res.high_watermark} but no "
+                          f"transactional batch follows it in {len(data)} bytes; the transaction holding the LSO "
+                          f"is not identified (read_mode = full reads it)")
         return out
 
     # -- availability -----------------------------------------------------------------------------

@@ -317,6 +317,7 @@ def _read_table(parts: list[KafkaPartition], opts: dict[str, Any]) -> EventTable
     w = client_for(opts)
     rows: list[dict[str, Any]] = []  # single-row results (gaps of unavailable partitions, idle progress)
     reads: list[tuple[KafkaPartition, _RangeRead, Any, str | None]] = []
+    templates: dict[int, dict[str, Any]] = {}  # _idle_progress: the progress row's common fields per clock
     for part in parts:
         common = dict(source="kafka", cluster=opts["cluster"], event_time_ms=part.clock)
         t, p = part.topic, part.partition
@@ -340,7 +341,7 @@ def _read_table(parts: list[KafkaPartition], opts: dict[str, Any]) -> EventTable
                 rows.append(gap_event(broken, topic=t, partition=p, first_offset=part.start, **common))
         if part.start >= part.end and part.reset is None and part.offsets is not None:
             if broken is None:  # an incomplete coordinator replay is not read up to now: no progress
-                rows.append(_idle_progress(part, common, acc))
+                rows.append(_idle_progress(part, common, acc, templates))
             continue
         reads.append((part, _RangeRead(opts, t, p, part.start, part.end, common, part.reset), acc, broken))
     _read_ranges(w, [r for _, r, _, _ in reads])
@@ -399,14 +400,24 @@ def _data_events(w: KafkaWire, opts: dict[str, Any], data: list[tuple[KafkaParti
     return data_reads_events(reads, cols, key, "{prefix}@offset {pos}", out)
 
 
-def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: CoordinatorReplay | None) -> dict[str, Any]:
+def _idle_progress(part: KafkaPartition, common: dict[str, Any], acc: CoordinatorReplay | None,
+                   templates: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The progress row of a partition with nothing new, from the driver's ListOffsets (the same
     row :func:`_events_of` would end with; built as a dict because thousands of idle partitions
-    per trigger are the common case)."""
+    per trigger are the common case). ``templates``: the caller's rows of the fields common to
+    its partitions (``progress_event``'s row without the partition's own), per clock: each row is
+    a copy of it with the partition's fields set (every field is one of the row's keys already,
+    so the row and its key order are ``progress_event``'s)."""
     hw, lso, log_start = part.offsets
-    row = progress_event(topic=part.topic, partition=part.partition, high_watermark=hw, lso=lso,
-                         log_start_offset=log_start, source_position=f"{part.topic}-{part.partition}@offset {part.end}",
-                         **common)
+    base = None if templates is None else templates.get(part.clock)
+    if base is None:
+        base = progress_event(topic=part.topic, partition=part.partition, high_watermark=None, lso=None,
+                              log_start_offset=None, **common)
+        if templates is not None:
+            templates[part.clock] = base
+    row = base.copy()
+    row.update(topic=part.topic, partition=part.partition, high_watermark=hw, lso=lso, log_start_offset=log_start,
+               source_position=f"{part.topic}-{part.partition}@offset {part.end}")
     if acc is not None:
         row["coordinator_epoch"] = acc.max_epoch
         row["txn_partition_count"] = part.txn_partition_count
