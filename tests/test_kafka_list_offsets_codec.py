@@ -261,14 +261,15 @@ def test_offsets_table_rows_read_at_once_are_the_rows_one_by_one():
 def test_offsets_returned_are_remembered_per_partition_and_a_step_back_names_its_topic():
     # list_offsets._check_backwards remembers, per topic and partition, the log start and high
     # watermark this client returned (NO_OFFSET for a deleted partition, arrays grown to the
-    # highest partition), and _went_back names the topics (table order) whose answered partition
+    # highest partition), and returned_offsets.went_back names the topics (table order) whose answered partition
     # is now below what was returned: truncation, a lagging leader, or the topic created again.
     import asyncio
     from types import SimpleNamespace
 
-    from streaming.sources.kafka_client.list_offsets import _check_backwards, _went_back
+    from streaming.sources.kafka_client.list_offsets import _check_backwards
     from streaming.sources.kafka_client.metadata_cache import NO_OFFSET
     from streaming.sources.kafka_client.results import DELETED, DOWN, OK, OffsetsTable
+    from streaming.sources.kafka_client.returned_offsets import went_back as _went_back
 
     def table(rows):
         t = OffsetsTable.asking([("a", [0, 2]), ("empty", []), ("b", [1]), ("c", [0])])

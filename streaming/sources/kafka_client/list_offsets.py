@@ -45,7 +45,7 @@ from streaming.sources.kafka_client.errors import (
     retriable_exception,
 )
 from streaming.sources.kafka_client.list_offsets_codec import ListOffsetsFor
-from streaming.sources.kafka_client.metadata_cache import NO_OFFSET, UNKNOWN_PARTITION
+from streaming.sources.kafka_client.metadata_cache import UNKNOWN_PARTITION
 from streaming.sources.kafka_client.results import (
     DELETED,
     DOWN,
@@ -55,6 +55,7 @@ from streaming.sources.kafka_client.results import (
     OffsetsTable,
 )
 from streaming.sources.kafka_client.retry import Attempts
+from streaming.sources.kafka_client.returned_offsets import remember, went_back
 from streaming.sources.kafka_errors import Action, configuration_message
 from streaming.sources.kafka_errors import action as error_action
 from streaming.sources.kafka_parallel import NodeDeadline, per_node
@@ -310,7 +311,7 @@ async def _check_backwards(core: ClientCore, t: OffsetsTable, attempts: Attempts
     last = core._cache.last_offsets
     names, starts, status = t.topics, t.starts, t.status
     if core._config["metadata_max_age_ms"] > 0:
-        back = _went_back(t, [last.get(name) for name in names])
+        back = went_back(t, [last.get(name) for name in names])
         if back:
             core._cache.suspect()
             try:
@@ -322,64 +323,7 @@ async def _check_backwards(core: ClientCore, t: OffsetsTable, attempts: Attempts
                     sl = slice(int(starts[i]), int(starts[i + 1]))
                     rows = np.arange(sl.start, sl.stop)[status[sl] == OK]
                     t.id_of[rows] = t.id_index(core._cache.topic_ids.get(name))
-    # what this client returned, per topic and partition: the answered rows' log start and high
-    # watermark (a deleted partition: none), computed for every row at once; per topic only the
-    # two assignments into its arrays (2,000 topics at 200,000 partitions)
-    done = (status == OK) | (status == DELETED)
-    if not done.any():
-        return
-    deleted = status == DELETED
-    vals_ls = np.where(deleted, NO_OFFSET, t.log_start)
-    vals_hw = np.where(deleted, NO_OFFSET, t.high_watermark)
-    lo_of = starts[:-1]
-    rows_of = np.diff(starts)
-    nonempty = rows_of > 0
-    top = np.full(len(names), -1, dtype=np.int64)  # per topic: its highest answered partition
-    done_of = np.zeros(len(names), dtype=np.int64)
-    if nonempty.any():
-        top[nonempty] = np.maximum.reduceat(np.where(done, t.partition, -1), lo_of[nonempty])
-        done_of[nonempty] = np.add.reduceat(done.astype(np.int64), lo_of[nonempty])
-    for i in np.flatnonzero(top >= 0).tolist():
-        name = names[i]
-        lo, hi = int(starts[i]), int(starts[i + 1])
-        prev = last.get(name)
-        size = int(top[i]) + 1
-        if prev is None or len(prev[0]) < size:
-            grown = (np.full(size, NO_OFFSET, dtype=np.int64), np.full(size, NO_OFFSET, dtype=np.int64))
-            if prev is not None:
-                grown[0][:len(prev[0])], grown[1][:len(prev[1])] = prev
-            prev = last[name] = grown
-        if done_of[i] == hi - lo:
-            p = t.partition[lo:hi]
-            prev[0][p] = vals_ls[lo:hi]
-            prev[1][p] = vals_hw[lo:hi]
-        else:
-            d = done[lo:hi]
-            p = t.partition[lo:hi][d]
-            prev[0][p] = vals_ls[lo:hi][d]
-            prev[1][p] = vals_hw[lo:hi][d]
-
-
-def _went_back(t: OffsetsTable, prevs: list[tuple[np.ndarray, np.ndarray] | None]) -> list[str]:
-    """The topics (in table order) with an answered partition whose high watermark or log start
-    is below what this client last returned for it (``prevs``: per topic of ``t``, the arrays of
-    ``last_offsets``, or None). Every row compared at once: the arrays of the topics are joined
-    and each row reads its partition's entry in them."""
-    have = [i for i, prev in enumerate(prevs) if prev is not None]
-    if not have:
-        return []
-    lens = np.zeros(len(prevs), dtype=np.int64)
-    lens[have] = [len(prevs[i][0]) for i in have]
-    offs = np.zeros(len(prevs), dtype=np.int64)
-    offs[have] = np.cumsum(lens[have]) - lens[have]
-    was_ls_all = np.concatenate([prevs[i][0] for i in have])
-    was_hw_all = np.concatenate([prevs[i][1] for i in have])
-    topic_of, p = t.topic_of, t.partition
-    inside = (t.status == OK) & (p < lens[topic_of])  # a topic without earlier answers has length 0
-    at = offs[topic_of[inside]] + p[inside]
-    was_ls, was_hw = was_ls_all[at], was_hw_all[at]
-    bad = (was_hw != NO_OFFSET) & ((t.high_watermark[inside] < was_hw) | (t.log_start[inside] < was_ls))
-    return [t.topics[i] for i in np.unique(topic_of[inside][bad]).tolist()]
+    remember(last, t)
 
 
 def _job(core: ClientCore, leader: int, requests: list[ListOffsetsFor]) -> Callable[[], Awaitable[list[Any]]]:
