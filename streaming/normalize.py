@@ -142,26 +142,7 @@ def data_event_columns(
         parts[-1]["kind"] = np.full(len(s_rows), "data", dtype=object)
         parts[-1]["route_pid"] = parts[-1]["producer_id"]
     if nm:
-        m = {k: c[k][m_rows] for k in ("producer_id", "producer_epoch", "base_offset", "max_timestamp",
-                                         "record_count", "batch_size", "empty", "control_type",
-                                         "coordinator_epoch", "position")}
-        parts.append({
-            "kind": np.full(len(m_rows), "marker", dtype=object),
-            "producer_id": m["producer_id"],
-            "route_pid": m["producer_id"],
-            "producer_epoch": m["producer_epoch"],
-            "first_offset": m["base_offset"],
-            "last_offset": m["base_offset"],
-            "first_ts": m["max_timestamp"],
-            "last_ts": m["max_timestamp"],
-            "batch_count": np.ones(len(m_rows), dtype=np.int64),
-            "record_count": m["record_count"],
-            "bytes": m["batch_size"],
-            "empty_batches": m["empty"].astype(np.int64),
-            "marker": _control_names(m["control_type"]),
-            "coordinator_epoch": m["coordinator_epoch"],
-            "first_position": m["position"],
-        })
+        parts.append(_marker_part(c, m_rows))
     out = _concat_parts(parts)
     if spans is not None and nm and not (in_spans[:-1] >= in_spans[1:]).all():
         # the parts' rows are the spans', then the markers': back to the order of ``sel``
@@ -234,24 +215,7 @@ def data_event_arrays(cols: dict[str, np.ndarray], key: np.ndarray | None = None
         spans["route_pid"] = spans["producer_id"]
         parts.append(spans)
     if is_ctrl.any():
-        m = {k: v[is_ctrl] for k, v in c.items()}
-        markers = {
-            "kind": np.full(len(m["producer_id"]), "marker", dtype=object),
-            "producer_id": m["producer_id"],
-            "route_pid": m["producer_id"],
-            "producer_epoch": m["producer_epoch"],
-            "first_offset": m["base_offset"],
-            "last_offset": m["base_offset"],
-            "first_ts": m["max_timestamp"],
-            "last_ts": m["max_timestamp"],
-            "batch_count": np.ones(len(m["producer_id"]), dtype=np.int64),
-            "record_count": m["record_count"],
-            "bytes": m["batch_size"],
-            "empty_batches": m["empty"].astype(np.int64),
-            "marker": _control_names(m["control_type"]),
-            "coordinator_epoch": m["coordinator_epoch"],
-            "first_position": m["position"],
-        }
+        markers = _marker_part(c, is_ctrl)
         if key is not None:
             markers["read_key"] = key[is_ctrl]
         parts.append(markers)
@@ -278,6 +242,35 @@ def _pair_rank(key: np.ndarray, pid: np.ndarray) -> np.ndarray:
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.cumsum(new) - 1
     return rank
+
+
+#: The batch columns a marker row is made of (:func:`_marker_part`).
+_MARKER_FIELDS = ("producer_id", "producer_epoch", "base_offset", "max_timestamp", "record_count", "batch_size",
+                  "empty", "control_type", "coordinator_epoch", "position")
+
+
+def _marker_part(c: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The event rows of the control batches ``rows`` (indexes or a mask) of the batch columns
+    ``c``: one marker row per control batch, its offset and timestamp both first and last."""
+    m = {k: c[k][rows] for k in _MARKER_FIELDS}
+    n = len(m["producer_id"])
+    return {
+        "kind": np.full(n, "marker", dtype=object),
+        "producer_id": m["producer_id"],
+        "route_pid": m["producer_id"],
+        "producer_epoch": m["producer_epoch"],
+        "first_offset": m["base_offset"],
+        "last_offset": m["base_offset"],
+        "first_ts": m["max_timestamp"],
+        "last_ts": m["max_timestamp"],
+        "batch_count": np.ones(n, dtype=np.int64),
+        "record_count": m["record_count"],
+        "bytes": m["batch_size"],
+        "empty_batches": m["empty"].astype(np.int64),
+        "marker": _control_names(m["control_type"]),
+        "coordinator_epoch": m["coordinator_epoch"],
+        "first_position": m["position"],
+    }
 
 
 def _control_names(codes: np.ndarray) -> np.ndarray:
